@@ -1,0 +1,32 @@
+"""Named crash points for the fault harness.
+
+When the environment variable ``EFFECTLEDGER_CRASH_AT`` names a point, the process kills itself
+with SIGKILL on reaching it: no ``finally`` block, no atexit hook, no flushed buffer runs, exactly
+like a power cut of the process. In normal runs the variable is unset and a point costs one
+comparison. The names are those of DESIGN.md §4.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["CRASH_POINTS", "crash_point"]
+
+CRASH_POINTS = (
+    "after_admit",
+    "after_claim",
+    "destination_committed",
+    "after_reply",
+    "inside_record",
+    "after_reserve",
+    "after_lookup",
+)
+
+_ARMED = os.environ.get("EFFECTLEDGER_CRASH_AT") or None
+
+
+def crash_point(name: str) -> None:
+    """Kill this process with SIGKILL if the harness armed ``name``; otherwise do nothing."""
+    if _ARMED is not None and name == _ARMED:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""Thin callers of the ledger: the model-facing tool today; frameworks, MCP and HTTP build on it."""

@@ -1,0 +1,131 @@
+"""The canonical encoding and the digests built on it.
+
+Encoding ``effectledger-canonical/1`` turns a JSON-like value into exactly one byte string:
+
+* ``null``, ``true``, ``false`` as in JSON;
+* integers in plain decimal (no sign on zero, no leading zeros), limited to the signed 64-bit
+  range so that every verifier, including JavaScript's ``BigInt``-free JSON, reads them exactly;
+* strings as JSON strings in UTF-8 with only ``"``, ``\\`` and U+0000-U+001F escaped
+  (as ``\\"``, ``\\\\`` and ``\\u00XX`` in lower-case hex, except ``\\b \\f \\n \\r \\t``); the code
+  points are kept exactly as given, **no Unicode normalization** is applied, so NFC and NFD
+  spellings of the same text are different values (normalize in the action's argument model if
+  the business wants them equal); lone surrogates are refused;
+* arrays as ``[`` items joined by ``,`` ``]``;
+* objects as ``{`` ``"key":value`` pairs joined by ``,`` ``}``, keys sorted by their UTF-8 bytes,
+  keys must be strings;
+* no whitespace anywhere; floats (including ``-0.0``), NaN and other types are refused.
+
+A digest is ``SHA-256("effectledger/" ‖ domain ‖ "/v1\\n" ‖ canonical bytes)`` written in lower-case
+hex. The domain (``command``, ``proposal``, ``event``...) keeps a value hashed for one purpose from
+ever matching a value hashed for another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from effectledger.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from effectledger.model import Command
+
+__all__ = [
+    "ENCODING_NAME",
+    "MAX_CANONICAL_BYTES",
+    "canonical_bytes",
+    "digest",
+    "encode",
+    "fingerprint",
+]
+
+ENCODING_NAME = "effectledger-canonical/1"
+MAX_CANONICAL_BYTES = 64 * 1024
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
+_MAX_DEPTH = 32
+_SHORT_ESCAPES = {8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"}
+_ESCAPES = {
+    **{code: f"\\u{code:04x}" for code in range(0x20)},
+    **_SHORT_ESCAPES,
+}
+_TRANSLATION = str.maketrans({chr(code): text for code, text in _ESCAPES.items()})
+
+
+def _string(value: str, path: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{path} holds a lone surrogate", field=path) from exc
+    return '"' + value.translate(_TRANSLATION) + '"'
+
+
+def encode(value: Any, *, path: str = "$", depth: int = 0) -> str:
+    """Return the canonical text of ``value``; raise ``InvalidInput`` naming the bad path."""
+    if depth > _MAX_DEPTH:
+        raise InvalidInput(f"{path} nests deeper than {_MAX_DEPTH} levels", field=path)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise InvalidInput(f"{path} is outside the signed 64-bit range", field=path)
+        return str(int(value))
+    if isinstance(value, str):
+        return _string(value, path)
+    if isinstance(value, float):
+        raise InvalidInput(
+            f"{path} is a float; use an integer (money in minor units) or a string", field=path
+        )
+    if isinstance(value, Mapping):
+        items: list[tuple[bytes, str, Any]] = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{path} has a non-string key {key!r}", field=path)
+            items.append((key.encode("utf-8", "surrogatepass"), key, item))
+        items.sort(key=lambda entry: entry[0])
+        parts = [
+            _string(key, f"{path}.{key}")
+            + ":"
+            + encode(item, path=f"{path}.{key}", depth=depth + 1)
+            for _, key, item in items
+        ]
+        return "{" + ",".join(parts) + "}"
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        parts = [encode(item, path=f"{path}[{i}]", depth=depth + 1) for i, item in enumerate(value)]
+        return "[" + ",".join(parts) + "]"
+    raise InvalidInput(f"{path} has unsupported type {type(value).__name__}", field=path)
+
+
+def canonical_bytes(value: Any, *, limit: int = MAX_CANONICAL_BYTES) -> bytes:
+    """The canonical UTF-8 bytes of ``value``, refusing values larger than ``limit`` bytes."""
+    data = encode(value).encode("utf-8")
+    if len(data) > limit:
+        raise InvalidInput(
+            f"value is {len(data)} bytes in canonical form; the limit is {limit}",
+            size=len(data),
+            limit=limit,
+        )
+    return data
+
+
+def digest(domain: str, value: Any, *, limit: int = MAX_CANONICAL_BYTES) -> str:
+    """Lower-case hex SHA-256 of ``value``'s canonical bytes, separated by ``domain``."""
+    prefix = f"effectledger/{domain}/v1\n".encode()
+    return hashlib.sha256(prefix + canonical_bytes(value, limit=limit)).hexdigest()
+
+
+def fingerprint(command: Command) -> str:
+    """The digest binding an operation to its exact command and handler contract version."""
+    return digest(
+        "command",
+        {
+            "action": command.action,
+            "contract_version": command.contract_version,
+            "arguments": command.arguments,
+        },
+    )

@@ -1,0 +1,58 @@
+"""Destinations: the adapters through which an approved effect leaves the process.
+
+A destination is bound to one authenticated account and endpoint. The executor and the
+recovery worker call :func:`ensure_matches` before every submit and every lookup, so an adapter
+reconfigured to another account or endpoint blocks both paths instead of sending elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from effectledger.errors import DestinationMismatch
+from effectledger.model import Command, DestinationRef, Observation
+
+__all__ = ["Destination", "SubmissionOutcomeUnknown", "ensure_matches"]
+
+
+class SubmissionOutcomeUnknown(Exception):
+    """Raised by an adapter when a submission may have reached the destination."""
+
+
+@runtime_checkable
+class Destination(Protocol):
+    """An external system that performs effects and can be asked about them by key.
+
+    ``account_id`` and ``endpoint`` must describe the adapter's authenticated client, read-only.
+    ``submit`` returns an :class:`Observation` when the destination answered; it raises
+    :class:`SubmissionOutcomeUnknown` (or any exception) when it cannot tell. ``lookup`` answers
+    ``Unknown`` for "not found" or stale information: absence is never proof.
+    """
+
+    @property
+    def account_id(self) -> str:
+        """The authenticated account this adapter acts as."""
+        ...
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint this adapter sends to."""
+        ...
+
+    def submit(self, command: Command, key: str) -> Observation:
+        """Ask the destination to perform ``command`` under idempotency key ``key``."""
+        ...
+
+    def lookup(self, key: str) -> Observation:
+        """Ask the destination what it did under ``key``."""
+        ...
+
+
+def ensure_matches(destination: Destination, expected: DestinationRef) -> None:
+    """Raise :class:`DestinationMismatch` unless account and endpoint are exactly equal."""
+    if destination.account_id != expected.account_id or destination.endpoint != expected.endpoint:
+        raise DestinationMismatch(
+            "the destination adapter is not bound to the operation's account and endpoint",
+            expected_account=expected.account_id,
+            expected_endpoint=expected.endpoint,
+        )

@@ -1,0 +1,245 @@
+"""A simulated receiver with its own SQLite file: the destination the tests and the demo count on.
+
+It is idempotent by key: a submit under a key it already performed returns the same receipt and
+performs nothing; a submit under that key with another command is rejected. It counts every
+submission and every lookup, and records one effect per key, in its own database, so a test can
+ask the destination itself how many effects happened.
+
+Fault modes make the hard cases reproducible: the effect commits and the reply is lost; the
+request is lost before the effect; permanent and retryable rejections; a lookup that fails or
+that cannot tell; a slow reply.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from effectledger._failpoints import crash_point
+from effectledger.canonical import canonical_bytes, fingerprint
+from effectledger.destinations import SubmissionOutcomeUnknown
+from effectledger.model import Command, Observation, Outcome
+
+__all__ = [
+    "DestinationUnavailable",
+    "LookupMode",
+    "ReceiverCounts",
+    "SimulatedReceiver",
+    "SubmitMode",
+]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS effects (
+    idempotency_key    TEXT PRIMARY KEY,
+    fingerprint        TEXT NOT NULL,
+    command_json       TEXT NOT NULL,
+    provider_reference TEXT NOT NULL,
+    created_ns         INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO counters VALUES ('submissions', 0), ('lookups', 0), ('conflicts', 0);
+"""
+
+
+class DestinationUnavailable(Exception):
+    """The destination could not be reached to answer a lookup."""
+
+
+class SubmitMode(enum.StrEnum):
+    """How the receiver answers a submission."""
+
+    ACCEPT = "accept"
+    ACCEPT_THEN_LOSE_REPLY = "accept-then-lose-reply"
+    LOSE_REQUEST = "lose-request"
+    PERMANENT_REJECT = "permanent-reject"
+    RETRYABLE_REJECT = "retryable-reject"
+
+
+class LookupMode(enum.StrEnum):
+    """How the receiver answers a lookup."""
+
+    ANSWER = "answer"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverCounts:
+    """The receiver's own record: calls it saw and effects it performed."""
+
+    submissions: int
+    lookups: int
+    effects: int
+    conflicts: int
+
+
+class SimulatedReceiver:
+    """A destination backed by its own SQLite file (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        account_id: str = "acct-demo",
+        endpoint: str = "https://receiver.invalid/v1/effects",
+        submit_mode: SubmitMode = SubmitMode.ACCEPT,
+        lookup_mode: LookupMode = LookupMode.ANSWER,
+        reply_delay_s: float = 0.0,
+        synchronous: str = "FULL",
+    ) -> None:
+        self.path = Path(path)
+        self._account_id = account_id
+        self._endpoint = endpoint
+        self.submit_mode = submit_mode
+        self.lookup_mode = lookup_mode
+        self.reply_delay_s = reply_delay_s
+        self._synchronous = synchronous
+        self._local = threading.local()
+        self._connect().executescript(_SCHEMA)
+
+    @property
+    def account_id(self) -> str:
+        """The account this receiver authenticates as (read-only)."""
+        return self._account_id
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint this receiver serves (read-only)."""
+        return self._endpoint
+
+    def _connect(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(self.path, isolation_level=None, timeout=10)
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._local.connection = connection
+        return connection
+
+    @staticmethod
+    def receipt(key: str) -> str:
+        """The stable receipt this receiver gives the effect performed under ``key``."""
+        return "rcpt-" + hashlib.sha256(key.encode()).hexdigest()[:20]
+
+    def _count(self, connection: sqlite3.Connection, name: str) -> None:
+        connection.execute("UPDATE counters SET value = value + 1 WHERE name = ?", (name,))
+
+    def submit(self, command: Command, key: str) -> Observation:
+        """Perform ``command`` once under ``key`` (see the fault modes)."""
+        mode = self.submit_mode
+        connection = self._connect()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            self._count(connection, "submissions")
+            if mode is SubmitMode.LOSE_REQUEST:
+                connection.execute("COMMIT")
+                raise SubmissionOutcomeUnknown("the request was lost on the way")
+            if mode is SubmitMode.PERMANENT_REJECT:
+                connection.execute("COMMIT")
+                return Observation(
+                    outcome=Outcome.PERMANENT_REJECTION,
+                    evidence_reference=f"receiver-reject/{key}",
+                )
+            if mode is SubmitMode.RETRYABLE_REJECT:
+                connection.execute("COMMIT")
+                return Observation(
+                    outcome=Outcome.RETRYABLE_REJECTION,
+                    evidence_reference=f"receiver-throttle/{key}",
+                )
+            print_ = fingerprint(command)
+            existing = connection.execute(
+                "SELECT fingerprint, provider_reference FROM effects WHERE idempotency_key = ?",
+                (key,),
+            ).fetchone()
+            if existing is not None and existing[0] != print_:
+                self._count(connection, "conflicts")
+                connection.execute("COMMIT")
+                return Observation(
+                    outcome=Outcome.PERMANENT_REJECTION,
+                    evidence_reference=f"receiver-conflict/{key}",
+                )
+            if existing is None:
+                reference = self.receipt(key)
+                connection.execute(
+                    "INSERT INTO effects VALUES (?, ?, ?, ?, ?)",
+                    (
+                        key,
+                        print_,
+                        canonical_bytes(
+                            {"action": command.action, "arguments": command.arguments}
+                        ).decode(),
+                        reference,
+                        time.time_ns(),
+                    ),
+                )
+            else:
+                reference = existing[1]
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        crash_point("destination_committed")
+        if self.reply_delay_s:
+            time.sleep(self.reply_delay_s)
+        if mode is SubmitMode.ACCEPT_THEN_LOSE_REPLY:
+            raise SubmissionOutcomeUnknown("the effect was performed but the reply was lost")
+        return Observation(
+            outcome=Outcome.ACCEPTED,
+            provider_reference=reference,
+            evidence_reference=f"receiver-reply/{reference}",
+        )
+
+    def lookup(self, key: str) -> Observation:
+        """Say what was done under ``key``: Accepted with a receipt, or Unknown."""
+        connection = self._connect()
+        self._count(connection, "lookups")
+        if self.lookup_mode is LookupMode.FAIL:
+            raise DestinationUnavailable("the receiver did not answer the lookup")
+        if self.lookup_mode is LookupMode.UNKNOWN:
+            return Observation.unknown()
+        row = connection.execute(
+            "SELECT provider_reference FROM effects WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return Observation.unknown()
+        return Observation(
+            outcome=Outcome.ACCEPTED,
+            provider_reference=row[0],
+            evidence_reference=f"provider-lookup/{row[0]}",
+            observation_id=f"lookup-{row[0]}",
+        )
+
+    def counts(self) -> ReceiverCounts:
+        """The receiver's counters and its number of effects."""
+        connection = self._connect()
+        values = dict(connection.execute("SELECT name, value FROM counters").fetchall())
+        effects = connection.execute("SELECT count(*) FROM effects").fetchone()[0]
+        return ReceiverCounts(
+            submissions=int(values["submissions"]),
+            lookups=int(values["lookups"]),
+            effects=int(effects),
+            conflicts=int(values["conflicts"]),
+        )
+
+    def effects_for(self, key: str) -> int:
+        """How many effects were performed under ``key`` (0 or 1)."""
+        row = (
+            self._connect()
+            .execute("SELECT count(*) FROM effects WHERE idempotency_key = ?", (key,))
+            .fetchone()
+        )
+        return int(row[0])
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None

@@ -1,0 +1,176 @@
+"""The one error tree of effectledger.
+
+Every error the library raises on purpose derives from :class:`EffectLedgerError` and carries a
+stable ``code`` (a short snake_case string that never changes meaning) and the HTTP status a
+service would answer with. Driver errors (``sqlite3.Error``, ``psycopg.Error``) are translated in
+exactly one place per backend and chained with ``raise ... from exc``; callers never need to catch
+them.
+
+::
+
+    EffectLedgerError
+    ├── InvalidInput                      invalid_input (422)
+    │   └── ToolArgumentsRejected         tool_arguments_rejected (422)
+    ├── NotFound                          not_found (404)
+    ├── Conflict                          conflict (409)
+    │   ├── AdmissionConflict             admission_conflict (409)
+    │   ├── ConcurrentModification        concurrent_modification (409)
+    │   └── InvalidTransition             invalid_transition (409)
+    ├── IntegrityError                    integrity (500)
+    │   ├── TamperedCommand               tampered_command (500)
+    │   └── MissingAdmission              missing_admission (500)
+    ├── DestinationMismatch               destination_mismatch (409)
+    ├── EvidenceRequired                  evidence_required (422)
+    └── StorageError                      storage (503)
+        ├── StorageBusy                   storage_busy (503)
+        ├── ConstraintViolation           constraint_violation (409)
+        └── CommitUncertain               commit_uncertain (503)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AdmissionConflict",
+    "CommitUncertain",
+    "ConcurrentModification",
+    "Conflict",
+    "ConstraintViolation",
+    "DestinationMismatch",
+    "EffectLedgerError",
+    "EvidenceRequired",
+    "IntegrityError",
+    "InvalidInput",
+    "InvalidTransition",
+    "MissingAdmission",
+    "NotFound",
+    "StorageBusy",
+    "StorageError",
+    "TamperedCommand",
+    "ToolArgumentsRejected",
+]
+
+
+class EffectLedgerError(Exception):
+    """Root of every error effectledger raises on purpose.
+
+    ``code`` is stable and machine-readable; ``status`` is the HTTP status a service answers with;
+    ``details`` holds extra, non-secret facts (ids, reason codes) for logs and API bodies.
+    """
+
+    code: ClassVar[str] = "effectledger_error"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as a JSON-ready body: ``{"code", "message", "details"}``."""
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+
+class InvalidInput(EffectLedgerError):
+    """A caller passed a malformed, oversized or out-of-range value; nothing was written."""
+
+    code = "invalid_input"
+    status = 422
+
+
+class ToolArgumentsRejected(InvalidInput):
+    """A model-facing tool was called with arguments it does not take; they were not used."""
+
+    code = "tool_arguments_rejected"
+
+
+class NotFound(EffectLedgerError):
+    """No such record for this tenant (another tenant's records are reported the same way)."""
+
+    code = "not_found"
+    status = 404
+
+
+class Conflict(EffectLedgerError):
+    """The request contradicts what the ledger already holds."""
+
+    code = "conflict"
+    status = 409
+
+
+class AdmissionConflict(Conflict):
+    """An operation id was admitted before with another requester, revision or command."""
+
+    code = "admission_conflict"
+
+
+class ConcurrentModification(Conflict):
+    """Another writer changed the record first; reload it instead of overwriting it."""
+
+    code = "concurrent_modification"
+
+
+class InvalidTransition(Conflict):
+    """The operation is not in a state that allows this step."""
+
+    code = "invalid_transition"
+
+
+class IntegrityError(EffectLedgerError):
+    """Stored data fails a check the ledger relies on; nothing further is done with it."""
+
+    code = "integrity"
+    status = 500
+
+
+class TamperedCommand(IntegrityError):
+    """A stored command no longer matches the fingerprint computed at admission."""
+
+    code = "tampered_command"
+
+
+class MissingAdmission(IntegrityError):
+    """An operation lacks the admission reference that authorized it."""
+
+    code = "missing_admission"
+
+
+class DestinationMismatch(EffectLedgerError):
+    """The destination adapter is not bound to the persisted account and endpoint."""
+
+    code = "destination_mismatch"
+    status = 409
+
+
+class EvidenceRequired(EffectLedgerError):
+    """An observation claims acceptance without a provider reference and an evidence reference."""
+
+    code = "evidence_required"
+    status = 422
+
+
+class StorageError(EffectLedgerError):
+    """The store failed; the transaction that was running rolled back."""
+
+    code = "storage"
+    status = 503
+
+
+class StorageBusy(StorageError):
+    """The store stayed locked through every bounded retry; nothing was written."""
+
+    code = "storage_busy"
+
+
+class ConstraintViolation(StorageError):
+    """The database refused a write (a key, foreign key, check or append-only trigger)."""
+
+    code = "constraint_violation"
+    status = 409
+
+
+class CommitUncertain(StorageError):
+    """A COMMIT was sent but its acknowledgement was lost; the outcome must be checked."""
+
+    code = "commit_uncertain"

@@ -1,0 +1,794 @@
+"""The ledger: every state transition of an operation and its audit event, and nowhere else.
+
+Each public method that writes is one database transaction (DESIGN.md §4). A transition always
+goes through :meth:`Ledger._transition`, which updates the operation under its version (a stale
+writer changes nothing) and appends exactly one hash-linked audit event; if either write fails
+the transaction rolls back and the operation is as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from effectledger._failpoints import crash_point
+from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.canonical import canonical_bytes, digest, fingerprint
+from effectledger.clock import Clock, SystemClock
+from effectledger.errors import (
+    AdmissionConflict,
+    ConcurrentModification,
+    EvidenceRequired,
+    InvalidInput,
+    InvalidTransition,
+    MissingAdmission,
+    NotFound,
+    TamperedCommand,
+)
+from effectledger.model import (
+    Attempt,
+    AuditEvent,
+    Command,
+    Context,
+    DestinationRef,
+    DispatchResult,
+    Observation,
+    Operation,
+    OperationState,
+    Outcome,
+    PreparedAttempt,
+    from_micros,
+    to_micros,
+    validate_identifier,
+)
+from effectledger.store import Row, Store, Transaction
+
+__all__ = [
+    "DISPATCH_WORKER",
+    "RECOVERY_WORKER",
+    "Ledger",
+    "LedgerSettings",
+    "new_id",
+]
+
+DISPATCH_WORKER = "dispatch-worker"
+RECOVERY_WORKER = "recovery-worker"
+MAX_REFERENCE_LENGTH = 512
+_RECORD_ATTEMPTS = 3
+_OWNING_STATES = (
+    OperationState.IN_PROGRESS.value,
+    OperationState.OUTCOME_UNKNOWN.value,
+    OperationState.MANUAL_REVIEW.value,
+)
+_RECOVERABLE_STATES = (OperationState.IN_PROGRESS.value, OperationState.OUTCOME_UNKNOWN.value)
+_STATE_BY_OUTCOME = {
+    Outcome.ACCEPTED: OperationState.SUCCEEDED,
+    Outcome.PERMANENT_REJECTION: OperationState.REJECTED,
+    Outcome.RETRYABLE_REJECTION: OperationState.RETRY_PENDING,
+    Outcome.UNKNOWN: OperationState.OUTCOME_UNKNOWN,
+}
+
+
+def new_id() -> str:
+    """A fresh random identifier (32 lower-case hex digits)."""
+    return uuid.uuid4().hex
+
+
+def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> str:
+    if not owns_state:
+        return f"Late{outcome.value}Observation"
+    if outcome is Outcome.ACCEPTED:
+        return "ProviderAcceptanceReconciled" if reconciled else "ProviderAcceptanceConfirmed"
+    if outcome is Outcome.UNKNOWN:
+        return "SubmissionOutcomeUnknown"
+    return outcome.value
+
+
+def _reference(value: str | None, what: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 512):
+        raise InvalidInput(f"{what} must be 1-{MAX_REFERENCE_LENGTH} characters", field=what)
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerSettings:
+    """Timing and escalation rules.
+
+    ``recover_after``: how long after a claim recovery may look at an unanswered attempt.
+    ``lookup_interval``: how far a reserved lookup pushes the next check.
+    ``max_inconclusive_lookups``: inconclusive lookups before ``MANUAL_REVIEW``.
+    ``review_owner`` / ``review_deadline``: who gets manual review, and by when.
+    """
+
+    recover_after: timedelta = timedelta(seconds=30)
+    lookup_interval: timedelta = timedelta(seconds=30)
+    max_inconclusive_lookups: int = 5
+    review_owner: str = "operations"
+    review_deadline: timedelta = timedelta(hours=24)
+
+
+class Ledger:
+    """The durable record of every admitted operation, its attempts and its audit trail.
+
+    Reads and writes are scoped by the trusted :class:`~effectledger.model.Context`: another
+    tenant's operation is reported as not found. Methods without a context (``record``,
+    ``reserve_lookup``, ``escalate``) are for the trusted workers that hold a claim.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        settings: LedgerSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.settings = settings or LedgerSettings()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _now_us(self) -> int:
+        return to_micros(self.clock.now())
+
+    @staticmethod
+    def _key(tenant_id: str, operation_id: str) -> dict[str, Any]:
+        return {"tenant_id": tenant_id, "operation_id": operation_id}
+
+    def _event(
+        self,
+        tx: Transaction,
+        *,
+        tenant_id: str,
+        operation_id: str,
+        sequence: int,
+        prev_hash: str,
+        actor: str,
+        event_type: str,
+        now_us: int,
+        attempt_id: str | None = None,
+        evidence_reference: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        observation_id: str | None = None,
+        insert: bool = True,
+    ) -> dict[str, Any]:
+        body = event_body(
+            event_id=new_id(),
+            tenant_id=tenant_id,
+            operation_id=operation_id,
+            attempt_id=attempt_id,
+            sequence=sequence,
+            actor=actor,
+            event_type=event_type,
+            recorded_us=now_us,
+            evidence_reference=evidence_reference,
+            details=details or {},
+            observation_id=observation_id,
+            prev_hash=prev_hash,
+        )
+        hashed = event_hash(body)
+        params = {
+            **body,
+            "details_json": canonical_bytes(body["details"]).decode(),
+            "event_hash": hashed,
+        }
+        if insert:
+            tx.run("event_insert", params)
+        return params
+
+    def _transition(
+        self,
+        tx: Transaction,
+        row: Row,
+        *,
+        actor: str,
+        event_type: str,
+        now_us: int,
+        attempt_id: str | None = None,
+        evidence_reference: str | None = None,
+        details: Mapping[str, Any] | None = None,
+        observation_id: str | None = None,
+        **changes: Any,
+    ) -> dict[str, Any]:
+        """Apply ``changes`` to the operation under its version and append one event."""
+        version = int(row["version"])
+        event = self._event(
+            tx,
+            tenant_id=row["tenant_id"],
+            operation_id=row["operation_id"],
+            sequence=version + 1,
+            prev_hash=row["last_event_hash"],
+            actor=actor,
+            event_type=event_type,
+            now_us=now_us,
+            attempt_id=attempt_id,
+            evidence_reference=evidence_reference,
+            details=details,
+            observation_id=observation_id,
+            insert=False,
+        )
+        fields = {
+            "state": row["state"],
+            "active_attempt_id": row["active_attempt_id"],
+            "provider_reference": row["provider_reference"],
+            "inconclusive_lookups": row["inconclusive_lookups"],
+            "retries_authorized": row["retries_authorized"],
+            "review_owner": row["review_owner"],
+            "review_deadline_us": row["review_deadline_us"],
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:  # pragma: no cover - a programming error, not an input error
+            raise TypeError(f"unknown operation fields {sorted(unknown)}")
+        fields.update(changes)
+        changed = tx.run(
+            "operation_update",
+            {
+                **fields,
+                **self._key(row["tenant_id"], row["operation_id"]),
+                "version": version,
+                "new_version": version + 1,
+                "event_hash": event["event_hash"],
+                "now_us": now_us,
+            },
+        )
+        if changed != 1:
+            raise ConcurrentModification(
+                "the operation changed while this step ran; reload it",
+                operation_id=row["operation_id"],
+            )
+        tx.run("event_insert", event)
+        return {
+            **dict(row),
+            **fields,
+            "version": version + 1,
+            "last_event_hash": event["event_hash"],
+        }
+
+    @staticmethod
+    def _operation(row: Row) -> Operation:
+        command = json.loads(row["command_json"])
+        deadline = row["review_deadline_us"]
+        return Operation(
+            tenant_id=row["tenant_id"],
+            operation_id=row["operation_id"],
+            requester_id=row["requester_id"],
+            revision=row["revision"],
+            command=Command(
+                action=command["action"],
+                contract_version=command["contract_version"],
+                arguments=command["arguments"],
+            ),
+            fingerprint=row["fingerprint"],
+            admission_reference=row["admission_reference"],
+            destination=DestinationRef(
+                account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+            ),
+            idempotency_key=row["idempotency_key"],
+            state=OperationState(row["state"]),
+            version=int(row["version"]),
+            active_attempt_id=row["active_attempt_id"],
+            provider_reference=row["provider_reference"],
+            inconclusive_lookups=int(row["inconclusive_lookups"]),
+            retries_authorized=int(row["retries_authorized"]),
+            review_owner=row["review_owner"],
+            review_deadline=None if deadline is None else from_micros(int(deadline)),
+            created_at=from_micros(int(row["created_us"])),
+            updated_at=from_micros(int(row["updated_us"])),
+            last_event_hash=row["last_event_hash"],
+        )
+
+    @staticmethod
+    def _attempt(row: Row) -> Attempt:
+        observation = row["observation"]
+        return Attempt(
+            tenant_id=row["tenant_id"],
+            operation_id=row["operation_id"],
+            attempt_id=row["attempt_id"],
+            executor_id=row["executor_id"],
+            destination=DestinationRef(
+                account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+            ),
+            idempotency_key=row["idempotency_key"],
+            prepared_at=from_micros(int(row["prepared_us"])),
+            recover_after=from_micros(int(row["recover_after_us"])),
+            observation=None if observation is None else Outcome(observation),
+            provider_reference=row["provider_reference"],
+            evidence_reference=row["evidence_reference"],
+        )
+
+    @staticmethod
+    def _result(row: Row) -> DispatchResult:
+        return DispatchResult(
+            operation_id=row["operation_id"],
+            state=OperationState(row["state"]),
+            provider_reference=row["provider_reference"],
+            attempt_id=row["active_attempt_id"],
+        )
+
+    # -- admission -----------------------------------------------------------------------
+
+    def admit(
+        self,
+        context: Context,
+        *,
+        operation_id: str,
+        revision: str,
+        command: Command,
+        destination: DestinationRef,
+        admission_reference: str,
+    ) -> Operation:
+        """Admit ``operation_id`` for exactly this command, once.
+
+        A repeat by the same requester with the same revision, command and destination returns
+        the stored operation unchanged; any other repeat raises :class:`AdmissionConflict` and
+        writes nothing. The destination and its idempotency key are fixed here for good.
+        """
+        validate_identifier(operation_id, "operation_id")
+        validate_identifier(revision, "revision")
+        validate_identifier(command.action, "action")
+        validate_identifier(command.contract_version, "contract_version")
+        validate_identifier(destination.account_id, "destination.account_id")
+        if not isinstance(destination.endpoint, str) or not 0 < len(destination.endpoint) <= 512:
+            raise InvalidInput("destination.endpoint must be 1-512 characters")
+        if not isinstance(admission_reference, str) or not admission_reference.strip():
+            raise MissingAdmission("an operation needs the reference of the decision admitting it")
+        _reference(admission_reference, "admission_reference")
+        stored_command = {
+            "action": command.action,
+            "contract_version": command.contract_version,
+            "arguments": command.arguments,
+        }
+        command_json = canonical_bytes(stored_command).decode()
+        print_ = digest("command", stored_command)
+        key = {"tenant_id": context.tenant_id, "operation_id": operation_id}
+        wanted = {
+            "requester_id": context.actor_id,
+            "revision": revision,
+            "fingerprint": print_,
+            "destination_account": destination.account_id,
+            "destination_endpoint": destination.endpoint,
+        }
+
+        def matching(row: Row) -> Operation:
+            differs = sorted(name for name, value in wanted.items() if row[name] != value)
+            if differs:
+                raise AdmissionConflict(
+                    f"operation {operation_id} was admitted before with another "
+                    + ", ".join(differs),
+                    operation_id=operation_id,
+                    differs=differs,
+                )
+            return self._operation(row)
+
+        def body(tx: Transaction) -> Operation:
+            existing = tx.one("operation_get", key)
+            if existing is not None:
+                return matching(existing)
+            now_us = self._now_us()
+            event = self._event(
+                tx,
+                **key,
+                sequence=1,
+                prev_hash=GENESIS_HASH,
+                actor=context.actor_id,
+                event_type="OperationAdmitted",
+                now_us=now_us,
+                evidence_reference=admission_reference,
+                details={"revision": revision, "fingerprint": print_},
+                insert=False,
+            )
+            inserted = tx.run(
+                "operation_insert",
+                {
+                    **key,
+                    **wanted,
+                    "action": command.action,
+                    "contract_version": command.contract_version,
+                    "command_json": command_json,
+                    "admission_reference": admission_reference,
+                    "idempotency_key": f"el-{new_id()}",
+                    "now_us": now_us,
+                    "event_hash": event["event_hash"],
+                },
+            )
+            row = tx.one("operation_get", key)
+            if row is None:  # pragma: no cover - the insert or the winner is visible
+                raise NotFound("operation vanished during admission")
+            if inserted == 0:  # a concurrent admission won the race: compare with it
+                return matching(row)
+            tx.run("event_insert", event)
+            return self._operation(row)
+
+        operation = self.store.write(body, label="admit")
+        crash_point("after_admit")
+        return operation
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, context: Context, operation_id: str) -> Operation:
+        """The operation as stored, if it belongs to the context's tenant."""
+        validate_identifier(operation_id, "operation_id")
+        row = self.store.one("operation_get", self._key(context.tenant_id, operation_id))
+        if row is None:
+            raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+        return self._operation(row)
+
+    def status(self, context: Context, operation_id: str) -> DispatchResult:
+        """The recorded state of an operation the context's actor requested.
+
+        A foreign tenant or another requester is told ``not_found``, never the state.
+        """
+        row = self.store.one("operation_status", self._key(context.tenant_id, operation_id))
+        if row is None or row["requester_id"] != context.actor_id:
+            raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+        return DispatchResult(
+            operation_id=operation_id,
+            state=OperationState(row["state"]),
+            provider_reference=row["provider_reference"],
+            attempt_id=row["active_attempt_id"],
+        )
+
+    def list_operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
+        """The tenant's most recent operations, newest first."""
+        rows = self.store.read(
+            lambda tx: tx.all("operations_list", {"tenant_id": context.tenant_id, "limit": limit})
+        )
+        return [self._operation(row) for row in rows]
+
+    def attempts(self, context: Context, operation_id: str) -> list[Attempt]:
+        """Every attempt of one of the tenant's operations, oldest first."""
+        self.get(context, operation_id)
+        rows = self.store.read(
+            lambda tx: tx.all("attempts_for_operation", self._key(context.tenant_id, operation_id))
+        )
+        return [self._attempt(row) for row in rows]
+
+    def events(self, context: Context, operation_id: str) -> list[AuditEvent]:
+        """The operation's audit trail in sequence order."""
+        self.get(context, operation_id)
+        rows = self.store.read(
+            lambda tx: tx.all("events_for_operation", self._key(context.tenant_id, operation_id))
+        )
+        return [
+            AuditEvent(
+                event_id=row["event_id"],
+                tenant_id=row["tenant_id"],
+                operation_id=row["operation_id"],
+                attempt_id=row["attempt_id"],
+                sequence=int(row["sequence"]),
+                actor=row["actor"],
+                event_type=row["event_type"],
+                recorded_at=from_micros(int(row["recorded_us"])),
+                evidence_reference=row["evidence_reference"],
+                details=json.loads(row["details_json"]),
+                observation_id=row["observation_id"],
+                prev_hash=row["prev_hash"],
+                event_hash=row["event_hash"],
+            )
+            for row in rows
+        ]
+
+    # -- claim ---------------------------------------------------------------------------
+
+    def claim(
+        self,
+        context: Context,
+        operation_id: str,
+        *,
+        attempt_id: str,
+        executor_id: str = DISPATCH_WORKER,
+    ) -> PreparedAttempt | None:
+        """Claim a READY operation for one attempt, or return ``None`` if it is not READY.
+
+        One transaction: the stored command is checked against its fingerprint and admission,
+        the operation moves to IN_PROGRESS under its version, the attempt row and the
+        ``AttemptPrepared`` event are written. Only a returned claim may be submitted.
+        """
+        validate_identifier(operation_id, "operation_id")
+        validate_identifier(attempt_id, "attempt_id")
+        key = self._key(context.tenant_id, operation_id)
+
+        def body(tx: Transaction) -> PreparedAttempt | None:
+            row = tx.one("operation_get", key)
+            if row is None or row["requester_id"] != context.actor_id:
+                raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+            if row["state"] != OperationState.READY.value:
+                return None
+            operation = self._operation(row)
+            if fingerprint(operation.command) != operation.fingerprint:
+                raise TamperedCommand(
+                    f"the stored command of {operation_id} does not match its fingerprint",
+                    operation_id=operation_id,
+                )
+            if not operation.admission_reference.strip():
+                raise MissingAdmission(
+                    f"operation {operation_id} has no admission reference",
+                    operation_id=operation_id,
+                )
+            now_us = self._now_us()
+            tx.run(
+                "attempt_insert",
+                {
+                    **key,
+                    "attempt_id": attempt_id,
+                    "executor_id": executor_id,
+                    "destination_account": operation.destination.account_id,
+                    "destination_endpoint": operation.destination.endpoint,
+                    "idempotency_key": operation.idempotency_key,
+                    "now_us": now_us,
+                    "recover_after_us": now_us + _micros(self.settings.recover_after),
+                },
+            )
+            self._transition(
+                tx,
+                row,
+                actor=executor_id,
+                event_type="AttemptPrepared",
+                now_us=now_us,
+                attempt_id=attempt_id,
+                state=OperationState.IN_PROGRESS.value,
+                active_attempt_id=attempt_id,
+            )
+            return PreparedAttempt(
+                tenant_id=context.tenant_id,
+                operation_id=operation_id,
+                attempt_id=attempt_id,
+                command=operation.command,
+                idempotency_key=operation.idempotency_key,
+                destination=operation.destination,
+            )
+
+        prepared = self.store.write(body, label="claim")
+        if prepared is not None:
+            crash_point("after_claim")
+        return prepared
+
+    def attempt_committed(self, tenant_id: str, operation_id: str, attempt_id: str) -> bool:
+        """Whether a claim with this attempt id is durably stored (for uncertain commits)."""
+        row = self.store.one(
+            "attempt_exists", {**self._key(tenant_id, operation_id), "attempt_id": attempt_id}
+        )
+        return row is not None
+
+    # -- record --------------------------------------------------------------------------
+
+    def record(
+        self,
+        prepared: PreparedAttempt | Attempt,
+        observation: Observation,
+        *,
+        actor: str = DISPATCH_WORKER,
+        reconciled: bool = False,
+    ) -> DispatchResult:
+        """Record what the destination said about one attempt, with its event, in one transaction.
+
+        Only the active attempt of an unresolved operation changes the state; any other
+        observation is kept as ``Late<Outcome>Observation`` and changes nothing. A concurrent
+        change is not overwritten: the step is re-read and re-decided (at most three times).
+        """
+        if observation.outcome is Outcome.ACCEPTED and not (
+            observation.provider_reference and observation.evidence_reference
+        ):
+            raise EvidenceRequired(
+                "an Accepted observation needs a provider reference and an evidence reference",
+                operation_id=prepared.operation_id,
+            )
+        _reference(observation.provider_reference, "provider_reference")
+        _reference(observation.evidence_reference, "evidence_reference")
+        if observation.observation_id is not None:
+            validate_identifier(observation.observation_id, "observation_id")
+        key = self._key(prepared.tenant_id, prepared.operation_id)
+        attempt_key = {**key, "attempt_id": prepared.attempt_id}
+
+        def body(tx: Transaction) -> DispatchResult:
+            row = tx.one("operation_get", key)
+            attempt = tx.one("attempt_get", attempt_key)
+            if row is None or attempt is None:
+                raise NotFound("no such operation attempt", **attempt_key)
+            if observation.observation_id is not None and tx.one(
+                "event_by_observation", {**key, "observation_id": observation.observation_id}
+            ):
+                return self._result(row)  # this very observation is already recorded
+            owns_state = (
+                row["active_attempt_id"] == prepared.attempt_id and row["state"] in _OWNING_STATES
+            )
+            changes: dict[str, Any] = {}
+            if owns_state:
+                new_state = _STATE_BY_OUTCOME[observation.outcome]
+                if row["state"] == OperationState.MANUAL_REVIEW.value and (
+                    observation.outcome is Outcome.UNKNOWN
+                ):
+                    new_state = OperationState.MANUAL_REVIEW
+                changes["state"] = new_state.value
+                if observation.outcome is Outcome.ACCEPTED:
+                    changes["provider_reference"] = observation.provider_reference
+                if reconciled and observation.outcome is Outcome.UNKNOWN:
+                    changes["inconclusive_lookups"] = int(row["inconclusive_lookups"]) + 1
+                tx.run(
+                    "attempt_observe",
+                    {
+                        **attempt_key,
+                        "observation": observation.outcome.value,
+                        "provider_reference": observation.provider_reference,
+                        "evidence_reference": observation.evidence_reference,
+                    },
+                )
+            updated = self._transition(
+                tx,
+                row,
+                actor=actor,
+                event_type=_event_type(
+                    observation.outcome, owns_state=owns_state, reconciled=reconciled
+                ),
+                now_us=self._now_us(),
+                attempt_id=prepared.attempt_id,
+                evidence_reference=observation.evidence_reference,
+                details=_observation_details(observation),
+                observation_id=observation.observation_id,
+                **changes,
+            )
+            crash_point("inside_record")
+            return self._result(updated)
+
+        for attempt_number in range(1, _RECORD_ATTEMPTS + 1):
+            try:
+                return self.store.write(body, label="record")
+            except ConcurrentModification:
+                if attempt_number == _RECORD_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- recovery ------------------------------------------------------------------------
+
+    def due_attempts(self, *, limit: int = 100) -> list[tuple[str, str, str]]:
+        """``(tenant, operation, attempt)`` of unresolved attempts whose recovery time is due."""
+        rows = self.store.read(
+            lambda tx: tx.all("attempts_due", {"now_us": self._now_us(), "limit": limit})
+        )
+        return [(row["tenant_id"], row["operation_id"], row["attempt_id"]) for row in rows]
+
+    def reserve_lookup(
+        self, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str = RECOVERY_WORKER
+    ) -> Attempt | None:
+        """Reserve one lookup of a due attempt, or return ``None`` if another worker has it.
+
+        One transaction: the operation must still be unresolved with this attempt active and
+        due; ``recover_after`` moves to now + ``lookup_interval`` and ``ReconciliationStarted``
+        is written. Only a returned attempt may be looked up.
+        """
+        key = self._key(tenant_id, operation_id)
+        attempt_key = {**key, "attempt_id": attempt_id}
+
+        def body(tx: Transaction) -> Attempt | None:
+            row = tx.one("operation_get", key)
+            attempt = tx.one("attempt_get", attempt_key)
+            now_us = self._now_us()
+            if (
+                row is None
+                or attempt is None
+                or row["state"] not in _RECOVERABLE_STATES
+                or row["active_attempt_id"] != attempt_id
+                or int(attempt["recover_after_us"]) > now_us
+            ):
+                return None
+            next_us = now_us + _micros(self.settings.lookup_interval)
+            tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
+            self._transition(
+                tx,
+                row,
+                actor=actor,
+                event_type="ReconciliationStarted",
+                now_us=now_us,
+                attempt_id=attempt_id,
+                details={"next_check_us": next_us},
+            )
+            return self._attempt({**dict(attempt), "recover_after_us": next_us})
+
+        reserved = self.store.write(body, label="reserve_lookup")
+        if reserved is not None:
+            crash_point("after_reserve")
+        return reserved
+
+    def needs_review(self, tenant_id: str, operation_id: str) -> bool:
+        """Whether inconclusive lookups have used up the budget for this operation."""
+        row = self.store.one("operation_get", self._key(tenant_id, operation_id))
+        return (
+            row is not None
+            and row["state"] in _RECOVERABLE_STATES
+            and int(row["inconclusive_lookups"]) >= self.settings.max_inconclusive_lookups
+        )
+
+    def escalate(
+        self,
+        tenant_id: str,
+        operation_id: str,
+        *,
+        reason: str,
+        owner: str | None = None,
+        actor: str = RECOVERY_WORKER,
+    ) -> DispatchResult:
+        """Move an unresolved operation to MANUAL_REVIEW with an owner and a deadline."""
+        owner = validate_identifier(owner or self.settings.review_owner, "owner")
+        key = self._key(tenant_id, operation_id)
+
+        def body(tx: Transaction) -> DispatchResult:
+            row = tx.one("operation_get", key)
+            if row is None:
+                raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+            if row["state"] not in _RECOVERABLE_STATES:
+                return self._result(row)
+            now = self.clock.now()
+            deadline_us = to_micros(now + self.settings.review_deadline)
+            updated = self._transition(
+                tx,
+                row,
+                actor=actor,
+                event_type="ManualReviewAssigned",
+                now_us=to_micros(now),
+                attempt_id=row["active_attempt_id"],
+                details={"owner": owner, "deadline_us": deadline_us, "reason": reason},
+                state=OperationState.MANUAL_REVIEW.value,
+                review_owner=owner,
+                review_deadline_us=deadline_us,
+            )
+            return self._result(updated)
+
+        return self.store.write(body, label="escalate")
+
+    def authorize_retry(
+        self, context: Context, operation_id: str, *, max_retries: int
+    ) -> DispatchResult:
+        """Move a RETRY_PENDING operation back to READY, within a budget of ``max_retries``.
+
+        This is the explicit retry policy's step: the model-facing tool never calls it. The same
+        operation, command, destination and idempotency key are kept.
+        """
+        key = self._key(context.tenant_id, operation_id)
+
+        def body(tx: Transaction) -> DispatchResult:
+            row = tx.one("operation_get", key)
+            if row is None:
+                raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+            if row["state"] != OperationState.RETRY_PENDING.value:
+                raise InvalidTransition(
+                    f"only a RETRY_PENDING operation can be retried; {operation_id} is "
+                    f"{row['state']}",
+                    operation_id=operation_id,
+                    state=row["state"],
+                )
+            used = int(row["retries_authorized"])
+            if used >= max_retries:
+                raise InvalidTransition(
+                    f"operation {operation_id} has used its {max_retries} retries",
+                    operation_id=operation_id,
+                    code_reason="retry_budget_exhausted",
+                )
+            updated = self._transition(
+                tx,
+                row,
+                actor=context.actor_id,
+                event_type="RetryAuthorized",
+                now_us=self._now_us(),
+                attempt_id=row["active_attempt_id"],
+                details={"retry": used + 1, "max_retries": max_retries},
+                state=OperationState.READY.value,
+                retries_authorized=used + 1,
+            )
+            return self._result(updated)
+
+        return self.store.write(body, label="authorize_retry")
+
+
+def _micros(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _observation_details(observation: Observation) -> dict[str, Any]:
+    details: dict[str, Any] = {"outcome": observation.outcome.value}
+    if observation.provider_reference is not None:
+        details["provider_reference"] = observation.provider_reference
+    return details

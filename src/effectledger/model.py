@@ -1,0 +1,257 @@
+"""Frozen records and enums shared by every part of effectledger.
+
+Records are plain frozen dataclasses with keyword-only fields: they are built on the hot path
+(a replayed tool call reads one), so they carry no validation cost. Input that comes from outside
+is validated where it enters (:mod:`effectledger.canonical`, the ledger's admission checks).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "RESOLVED_STATES",
+    "Attempt",
+    "AuditEvent",
+    "Command",
+    "Context",
+    "DestinationRef",
+    "DispatchResult",
+    "Observation",
+    "Operation",
+    "OperationState",
+    "Outcome",
+    "PreparedAttempt",
+    "from_micros",
+    "to_micros",
+    "validate_identifier",
+]
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+
+
+def validate_identifier(value: object, what: str) -> str:
+    """Return ``value`` if it is a well-formed id (1-128 chars, ``[A-Za-z0-9._:@/-]``).
+
+    Raises :class:`~effectledger.errors.InvalidInput` (code ``invalid_input``) otherwise, naming
+    the field, so a malformed id never reaches a query.
+    """
+    from effectledger.errors import InvalidInput
+
+    if not isinstance(value, str) or _IDENTIFIER.fullmatch(value) is None:
+        raise InvalidInput(
+            f"{what} must be 1-128 characters of letters, digits and . _ : @ / -",
+            field=what,
+        )
+    return value
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the Unix epoch for an aware datetime (the stored time format)."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous; pass an aware UTC datetime")
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int) -> datetime:
+    """The aware UTC datetime for a stored microsecond timestamp."""
+    seconds, rest = divmod(micros, 1_000_000)
+    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=rest)
+
+
+class OperationState(enum.StrEnum):
+    """Where an admitted operation stands; see DESIGN.md §2 for the transitions."""
+
+    READY = "READY"
+    IN_PROGRESS = "IN_PROGRESS"
+    SUCCEEDED = "SUCCEEDED"
+    REJECTED = "REJECTED"
+    RETRY_PENDING = "RETRY_PENDING"
+    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+    MANUAL_REVIEW = "MANUAL_REVIEW"
+    RELEASED = "RELEASED"
+
+    @property
+    def uncertain(self) -> bool:
+        """True where the destination may or may not have performed the effect."""
+        return self in (
+            OperationState.IN_PROGRESS,
+            OperationState.OUTCOME_UNKNOWN,
+            OperationState.MANUAL_REVIEW,
+        )
+
+
+RESOLVED_STATES = frozenset(
+    {OperationState.SUCCEEDED, OperationState.REJECTED, OperationState.RELEASED}
+)
+
+
+class Outcome(enum.StrEnum):
+    """What a destination told us about one submission or lookup."""
+
+    ACCEPTED = "Accepted"
+    PERMANENT_REJECTION = "PermanentRejection"
+    RETRYABLE_REJECTION = "RetryableRejection"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """The trusted caller: supplied by the host's authentication, never by model arguments."""
+
+    tenant_id: str
+    actor_id: str
+    roles: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.tenant_id, "tenant_id")
+        validate_identifier(self.actor_id, "actor_id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DestinationRef:
+    """The external system an operation is bound to: compared exactly, case-sensitively."""
+
+    account_id: str
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """The exact effect to perform: an action, its handler contract version and its arguments.
+
+    ``arguments`` must be JSON-like (str, int, bool, None, lists, str-keyed mappings); floats are
+    refused by the canonical encoding because they cannot be compared exactly.
+    """
+
+    action: str
+    contract_version: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observation:
+    """A destination's answer.
+
+    ``Accepted`` must carry ``provider_reference`` and ``evidence_reference``; the ledger refuses it
+    otherwise. ``observation_id``, when the destination supplies a stable one, lets a replayed
+    observation be recognised in the audit trail.
+    """
+
+    outcome: Outcome
+    provider_reference: str | None = None
+    evidence_reference: str | None = None
+    observation_id: str | None = None
+
+    @classmethod
+    def unknown(cls, evidence_reference: str | None = None) -> Observation:
+        """An inconclusive answer: the effect may or may not have happened."""
+        return cls(outcome=Outcome.UNKNOWN, evidence_reference=evidence_reference)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Operation:
+    """One admitted intended effect, as the ledger holds it now."""
+
+    tenant_id: str
+    operation_id: str
+    requester_id: str
+    revision: str
+    command: Command
+    fingerprint: str
+    admission_reference: str
+    destination: DestinationRef
+    idempotency_key: str
+    state: OperationState
+    version: int
+    active_attempt_id: str | None
+    provider_reference: str | None
+    inconclusive_lookups: int
+    retries_authorized: int
+    review_owner: str | None
+    review_deadline: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    last_event_hash: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One worker's submission under an operation."""
+
+    tenant_id: str
+    operation_id: str
+    attempt_id: str
+    executor_id: str
+    destination: DestinationRef
+    idempotency_key: str
+    prepared_at: datetime
+    recover_after: datetime
+    observation: Outcome | None
+    provider_reference: str | None
+    evidence_reference: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEvent:
+    """One append-only audit row; ``event_hash`` links it to ``prev_hash`` of its operation."""
+
+    event_id: str
+    tenant_id: str
+    operation_id: str
+    attempt_id: str | None
+    sequence: int
+    actor: str
+    event_type: str
+    recorded_at: datetime
+    evidence_reference: str | None
+    details: Mapping[str, Any]
+    observation_id: str | None
+    prev_hash: str
+    event_hash: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedAttempt:
+    """A committed claim: the only thing an executor may submit."""
+
+    tenant_id: str
+    operation_id: str
+    attempt_id: str
+    command: Command
+    idempotency_key: str
+    destination: DestinationRef
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatchResult:
+    """What a dispatch or a status read reports to the caller (and to the model).
+
+    ``uncertain`` is true while the effect may or may not have happened: callers must show it.
+    """
+
+    operation_id: str
+    state: OperationState
+    provider_reference: str | None = None
+    attempt_id: str | None = None
+
+    @property
+    def uncertain(self) -> bool:
+        """True while the destination's effect is not yet established either way."""
+        return self.state.uncertain
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for tool results and API bodies."""
+        return {
+            "operation_id": self.operation_id,
+            "state": self.state.value,
+            "provider_reference": self.provider_reference,
+            "attempt_id": self.attempt_id,
+            "uncertain": self.uncertain,
+        }

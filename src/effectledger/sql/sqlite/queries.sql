@@ -1,0 +1,102 @@
+-- Named queries for the SQLite store. Each block starts with "-- name: <name>" and holds one
+-- statement with :named parameters. Python never builds SQL; it runs these by name.
+
+-- name: operation_insert
+INSERT INTO operations (
+    tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
+    fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
+    state, version, created_us, updated_us, last_event_hash
+) VALUES (
+    :tenant_id, :operation_id, :requester_id, :revision, :action, :contract_version, :command_json,
+    :fingerprint, :admission_reference, :destination_account, :destination_endpoint,
+    :idempotency_key, 'READY', 1, :now_us, :now_us, :event_hash
+)
+ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+
+-- name: operation_get
+SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: operation_status
+SELECT state, provider_reference, active_attempt_id, requester_id
+FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: operation_update
+UPDATE operations SET
+    state = :state,
+    active_attempt_id = :active_attempt_id,
+    provider_reference = :provider_reference,
+    inconclusive_lookups = :inconclusive_lookups,
+    retries_authorized = :retries_authorized,
+    review_owner = :review_owner,
+    review_deadline_us = :review_deadline_us,
+    version = :new_version,
+    last_event_hash = :event_hash,
+    updated_us = :now_us
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version;
+
+-- name: operations_list
+SELECT * FROM operations WHERE tenant_id = :tenant_id
+ORDER BY created_us DESC, operation_id LIMIT :limit;
+
+-- name: operations_ready
+SELECT tenant_id, operation_id, requester_id FROM operations
+WHERE state = 'READY' ORDER BY created_us LIMIT :limit;
+
+-- name: attempt_insert
+INSERT INTO attempts (
+    tenant_id, operation_id, attempt_id, executor_id, destination_account, destination_endpoint,
+    idempotency_key, prepared_us, recover_after_us
+) VALUES (
+    :tenant_id, :operation_id, :attempt_id, :executor_id, :destination_account,
+    :destination_endpoint, :idempotency_key, :now_us, :recover_after_us
+);
+
+-- name: attempt_get
+SELECT * FROM attempts
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
+
+-- name: attempt_exists
+SELECT 1 AS present FROM attempts
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
+
+-- name: attempts_for_operation
+SELECT * FROM attempts WHERE tenant_id = :tenant_id AND operation_id = :operation_id
+ORDER BY prepared_us, attempt_id;
+
+-- name: attempt_observe
+UPDATE attempts SET
+    observation = :observation,
+    provider_reference = :provider_reference,
+    evidence_reference = :evidence_reference
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
+
+-- name: attempt_reschedule
+UPDATE attempts SET recover_after_us = :recover_after_us
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
+
+-- name: attempts_due
+SELECT a.tenant_id, a.operation_id, a.attempt_id
+FROM attempts AS a
+JOIN operations AS o
+  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
+ AND o.active_attempt_id = a.attempt_id
+WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+ORDER BY a.recover_after_us
+LIMIT :limit;
+
+-- name: event_insert
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+) VALUES (
+    :event_id, :tenant_id, :operation_id, :attempt_id, :sequence, :actor, :event_type,
+    :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+);
+
+-- name: events_for_operation
+SELECT * FROM audit_events WHERE tenant_id = :tenant_id AND operation_id = :operation_id
+ORDER BY sequence;
+
+-- name: event_by_observation
+SELECT event_id FROM audit_events
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND observation_id = :observation_id;

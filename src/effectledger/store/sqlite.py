@@ -1,0 +1,258 @@
+"""The SQLite store: one file, WAL, ``BEGIN IMMEDIATE`` for every write, bounded busy retries.
+
+Python's ``sqlite3`` is opened with ``isolation_level=None`` so the store issues ``BEGIN
+IMMEDIATE`` / ``COMMIT`` itself: a deferred transaction that later writes is what produces
+unrecoverable ``SQLITE_BUSY`` under contention. Each thread gets its own connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from effectledger.errors import (
+    ConstraintViolation,
+    InvalidInput,
+    StorageBusy,
+    StorageError,
+)
+from effectledger.store import Row
+from effectledger.store.queries import load_queries, migrations
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+_BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+MAX_ATTEMPTS = 3
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code in _BUSY_CODES
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _translate(exc: sqlite3.Error, label: str) -> StorageError:
+    if isinstance(exc, sqlite3.IntegrityError):
+        return ConstraintViolation(f"{label}: the database refused the write: {exc}")
+    if _is_busy(exc):
+        return StorageBusy(f"{label}: the database stayed locked", attempts=MAX_ATTEMPTS)
+    return StorageError(f"{label}: {type(exc).__name__}: {exc}")
+
+
+class _Transaction:
+    __slots__ = ("_connection", "_queries")
+
+    def __init__(self, connection: sqlite3.Connection, queries: Mapping[str, str]) -> None:
+        self._connection = connection
+        self._queries = queries
+
+    def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
+        return row
+
+    def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
+        return list(self._connection.execute(self._queries[name], params).fetchall())
+
+    def run(self, name: str, params: Mapping[str, Any]) -> int:
+        return self._connection.execute(self._queries[name], params).rowcount
+
+
+class SQLiteStore:
+    """A ledger in one SQLite file; safe to share between threads and processes."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = 5000,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise InvalidInput(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+        if busy_timeout_ms < 0 or max_attempts < 1:
+            raise InvalidInput("busy_timeout_ms must be >= 0 and max_attempts >= 1")
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self.synchronous = synchronous.upper()
+        self.busy_timeout_ms = busy_timeout_ms
+        self.max_attempts = max_attempts
+        self._queries = load_queries("sqlite")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        self.migrate()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteStore:
+        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..`` are accepted)."""
+        parts = urlsplit(url)
+        if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
+            raise InvalidInput(f"an SQLite URL looks like sqlite:///path.db, not {url!r}")
+        path = parts.path[1:]
+        if not path:
+            raise InvalidInput("the SQLite URL names no file")
+        for key, values in parse_qs(parts.query).items():
+            if key == "synchronous":
+                options.setdefault("synchronous", values[-1])
+            elif key == "busy_timeout_ms":
+                options.setdefault("busy_timeout_ms", int(values[-1]))
+            else:
+                raise InvalidInput(f"unknown SQLite URL option {key!r}")
+        return cls(path, **options)
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+            connection.row_factory = sqlite3.Row
+            connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            connection.execute("PRAGMA foreign_keys = ON")
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
+            connection.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except sqlite3.Error as exc:
+            raise _translate(exc, f"opening {self.path}") from exc
+        with self._lock:
+            self._connections.append(connection)
+        return connection
+
+    def _connection(self) -> sqlite3.Connection:
+        if os.getpid() != self._pid:  # a forked child must never reuse the parent's handles
+            self._local = threading.local()
+            self._connections = []
+            self._pid = os.getpid()
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._connect()
+            self._local.connection = connection
+        return connection
+
+    def close(self) -> None:
+        """Close every connection this store opened (in any thread)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+        self._local = threading.local()
+
+    # -- transactions --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _immediate(self, connection: sqlite3.Connection) -> Iterator[_Transaction]:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield _Transaction(connection, self._queries)
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    def write(self, body: Callable[[_Transaction], T], *, label: str = "write") -> T:
+        """Run ``body`` in ``BEGIN IMMEDIATE`` ... ``COMMIT``; retry it when the file is busy."""
+        connection = self._connection()
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                with self._immediate(connection) as transaction:
+                    result = body(transaction)
+                return result
+            except sqlite3.Error as exc:
+                if connection.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("ROLLBACK")
+                if _is_busy(exc) and attempt < self.max_attempts:
+                    time.sleep(0.005 * attempt)
+                    continue
+                raise _translate(exc, label) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def read(self, body: Callable[[_Transaction], T]) -> T:
+        """Run ``body`` in a deferred (read) transaction: one consistent snapshot."""
+        connection = self._connection()
+        try:
+            connection.execute("BEGIN")
+            try:
+                return body(_Transaction(connection, self._queries))
+            finally:
+                if connection.in_transaction:
+                    connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _translate(exc, "read") from exc
+
+    def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        """One autocommit read by name."""
+        try:
+            row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
+        except sqlite3.Error as exc:
+            raise _translate(exc, name) from exc
+        return row
+
+    # -- schema --------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
+        connection = self._connection()
+        applied: list[int] = []
+        try:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_us INTEGER NOT NULL)"
+            )
+            for version, name, sql in migrations("sqlite"):
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    done = connection.execute(
+                        "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                    ).fetchone()
+                    if done is None:
+                        for statement in _statements(sql):
+                            connection.execute(statement)
+                        connection.execute(
+                            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                            (version, name, time.time_ns() // 1000),
+                        )
+                        applied.append(version)
+                    connection.execute("COMMIT")
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+        except sqlite3.Error as exc:
+            raise _translate(exc, "migrate") from exc
+        return applied
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration script into complete statements (triggers contain inner ``;``)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--") and not buffer.strip():
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip()
+            if statement:
+                yield statement
+            buffer = ""
+    if buffer.strip():
+        raise StorageError("a migration ends with an incomplete statement")
