@@ -109,3 +109,26 @@ def admit(
 def in_ci() -> bool:
     """Whether this run is CI, where nothing may skip for a missing server or extra."""
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def raw_sql(store_url: str, statement: str) -> list[tuple[object, ...]]:
+    """Run one literal SQL statement on the store's database, outside the ledger.
+
+    Tests use it to play the out-of-band actor (an operator with database access) and to read
+    durable facts directly; it commits immediately.
+    """
+    if store_url.startswith("sqlite:"):
+        import sqlite3
+
+        connection = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            return [tuple(row) for row in connection.execute(statement).fetchall()]
+        finally:
+            connection.close()
+    raise AssertionError(f"raw_sql does not know {store_url}")  # pragma: no cover
+
+
+def count_rows(store_url: str, table: str, where: str = "1 = 1") -> int:
+    """How many rows of ``table`` match ``where`` (a literal SQL condition)."""
+    rows = raw_sql(store_url, f"SELECT count(*) FROM {table} WHERE {where}")
+    return int(rows[0][0])  # type: ignore[call-overload]

@@ -14,7 +14,13 @@ import logging
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
 from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id
-from effectledger.model import Context, DispatchResult, Observation, OperationState
+from effectledger.model import (
+    Context,
+    DestinationRef,
+    DispatchResult,
+    Observation,
+    OperationState,
+)
 
 __all__ = ["Executor"]
 
@@ -37,8 +43,15 @@ class Executor:
         if status.state is not OperationState.READY:
             return status
         attempt_id = new_id()
+        bound_to = DestinationRef(
+            account_id=self.destination.account_id, endpoint=self.destination.endpoint
+        )
         prepared = self.ledger.claim(
-            context, operation_id, attempt_id=attempt_id, executor_id=self.executor_id
+            context,
+            operation_id,
+            attempt_id=attempt_id,
+            executor_id=self.executor_id,
+            bound_to=bound_to,
         )
         if prepared is None:  # another worker claimed it between the read and the claim
             return self.ledger.status(context, operation_id)

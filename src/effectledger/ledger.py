@@ -22,6 +22,7 @@ from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AdmissionConflict,
     ConcurrentModification,
+    DestinationMismatch,
     EvidenceRequired,
     InvalidInput,
     InvalidTransition,
@@ -481,12 +482,15 @@ class Ledger:
         *,
         attempt_id: str,
         executor_id: str = DISPATCH_WORKER,
+        bound_to: DestinationRef | None = None,
     ) -> PreparedAttempt | None:
         """Claim a READY operation for one attempt, or return ``None`` if it is not READY.
 
         One transaction: the stored command is checked against its fingerprint and admission,
         the operation moves to IN_PROGRESS under its version, the attempt row and the
         ``AttemptPrepared`` event are written. Only a returned claim may be submitted.
+        ``bound_to`` is the executor's destination: if it is not exactly the operation's, the
+        claim is refused with :class:`DestinationMismatch` and nothing is written.
         """
         validate_identifier(operation_id, "operation_id")
         validate_identifier(attempt_id, "attempt_id")
@@ -507,6 +511,11 @@ class Ledger:
             if not operation.admission_reference.strip():
                 raise MissingAdmission(
                     f"operation {operation_id} has no admission reference",
+                    operation_id=operation_id,
+                )
+            if bound_to is not None and bound_to != operation.destination:
+                raise DestinationMismatch(
+                    "the destination adapter is not bound to the operation's account and endpoint",
                     operation_id=operation_id,
                 )
             now_us = self._now_us()
