@@ -121,6 +121,8 @@ def raw_sql(store_url: str, statement: str) -> list[tuple[object, ...]]:
         import sqlite3
 
         connection = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        # SQLite enforces foreign keys only on connections that ask for it; the store always does.
+        connection.execute("PRAGMA foreign_keys = ON")
         try:
             return [tuple(row) for row in connection.execute(statement).fetchall()]
         finally:

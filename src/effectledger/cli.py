@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from effectledger.audit.chain import verify_chain
@@ -112,12 +113,17 @@ def _operations_table(operations: Sequence[Operation]) -> Table:
     for op in operations:
         state = op.state.value + (" (uncertain)" if op.state.uncertain else "")
         table.add_row(
-            op.operation_id,
-            state,
-            op.requester_id,
-            f"{op.command.action} ({op.command.contract_version})",
-            op.provider_reference or "-",
-            str(op.version),
+            *map(
+                escape,
+                (
+                    op.operation_id,
+                    state,
+                    op.requester_id,
+                    f"{op.command.action} ({op.command.contract_version})",
+                    op.provider_reference or "-",
+                    str(op.version),
+                ),
+            )
         )
     return table
 
@@ -128,11 +134,16 @@ def _events_table(events: Sequence[AuditEvent], title: str) -> Table:
         table.add_column(column)
     for event in events:
         table.add_row(
-            str(event.sequence),
-            event.actor,
-            event.event_type,
-            (event.attempt_id or "-")[:8],
-            event.evidence_reference or "-",
+            *map(
+                escape,
+                (
+                    str(event.sequence),
+                    event.actor,
+                    event.event_type,
+                    (event.attempt_id or "-")[:8],
+                    event.evidence_reference or "-",
+                ),
+            )
         )
     return table
 
@@ -288,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "recover":
             return _recover(console, args)
     except EffectLedgerError as exc:
-        Console(stderr=True).print(f"[red]error[/red] [{exc.code}]: {exc.message}")
+        Console(stderr=True).print(f"[red]error[/red] {escape(f'[{exc.code}]: {exc.message}')}")
         return 1
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
 

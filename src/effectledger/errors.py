@@ -8,7 +8,7 @@ them.
 
 ::
 
-    EffectLedgerError
+    EffectLedgerError                     effectledger_error (500)
     ├── InvalidInput                      invalid_input (422)
     │   └── ToolArgumentsRejected         tool_arguments_rejected (422)
     ├── NotFound                          not_found (404)

@@ -1,0 +1,115 @@
+"""The command line, run as a user runs it: a real process, real files, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from effectledger import Context, Executor, Ledger, SimulatedReceiver, SubmitMode, open_store
+from effectledger.cli import build_parser
+from tests.conftest import admit
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "effectledger.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_demo_tells_the_lost_reply_story(tmp_path: Path) -> None:
+    """The demo ends SUCCEEDED with the receiver's own count of one effect and a verified chain."""
+    done = run_cli("demo", "--dir", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "OUTCOME_UNKNOWN" in out
+    assert "no new attempt" in out
+    assert "tool_arguments_rejected" in out
+    assert "ProviderAcceptanceReconciled" in out
+    assert "1 submission, 1 lookup, 1 effect" in out
+    receiver = SimulatedReceiver(tmp_path / "receiver.db")
+    assert receiver.counts().effects == 1
+
+
+def test_status_audit_and_recover_on_a_real_store(tmp_path: Path) -> None:
+    """status shows uncertainty, recover --once resolves it, audit trail verifies the chain."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    store = open_store(url)
+    ledger = Ledger(store)
+    receiver = SimulatedReceiver(
+        tmp_path / "receiver.db", submit_mode=SubmitMode.ACCEPT_THEN_LOSE_REPLY
+    )
+    context = Context(tenant_id="acme", actor_id="alice")
+    from datetime import timedelta
+
+    from effectledger import LedgerSettings
+
+    ledger = Ledger(store, settings=LedgerSettings(recover_after=timedelta(0)))
+    admit(ledger, context, receiver)
+    Executor(ledger, receiver).execute(context, "op-1")
+    store.close()
+
+    status = run_cli("status", "--db", url, "--tenant", "acme", "--fail-on-uncertain", cwd=tmp_path)
+    assert status.returncode == 3
+    assert "OUTCOME_UNKNOWN (uncertain)" in status.stdout
+
+    recover = run_cli(
+        "recover", "--db", url, "--receiver", str(receiver.path), "--once", cwd=tmp_path
+    )
+    assert recover.returncode == 0, recover.stderr
+    assert "resolved 1" in recover.stdout
+
+    trail = run_cli("audit", "trail", "--db", url, "--tenant", "acme", "op-1", cwd=tmp_path)
+    assert trail.returncode == 0, trail.stderr
+    assert "ProviderAcceptanceReconciled" in trail.stdout
+    assert "Hash chain verified over 5 events" in trail.stdout
+    assert receiver.counts().effects == 1
+
+
+def test_errors_print_their_code_and_exit_1(tmp_path: Path) -> None:
+    """An unknown operation or a bad store URL prints the stable code and exits 1."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    missing = run_cli("status", "--db", url, "--tenant", "acme", "nope", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert "[not_found]" in missing.stderr
+    bad = run_cli("status", "--db", "mysql://x", "--tenant", "acme", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "[invalid_input]" in bad.stderr
+    usage = run_cli("recover", "--db", url, cwd=tmp_path)
+    assert usage.returncode == 2
+
+
+def _subcommands(parser: object) -> list[tuple[str, object]]:
+    import argparse
+
+    assert isinstance(parser, argparse.ArgumentParser)
+    found: list[tuple[str, object]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append((name, sub))
+                found.extend((f"{name} {n}", s) for n, s in _subcommands(sub))
+    return found
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _subcommands(build_parser())])
+def test_every_command_has_help(name: str) -> None:
+    """Every command and sub-command has a help text and documents each of its options."""
+    parser = dict(_subcommands(build_parser()))[name]
+    import argparse
+
+    assert isinstance(parser, argparse.ArgumentParser)
+    assert parser.format_help()
+    for action in parser._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help, f"{name} {action.option_strings} has no help"
