@@ -12,12 +12,15 @@ them.
     ├── InvalidInput                      invalid_input (422)
     │   └── ToolArgumentsRejected         tool_arguments_rejected (422)
     ├── NotFound                          not_found (404)
+    ├── AdmissionDenied                   admission_denied (403)
+    ├── ApprovalRefused                   approval_refused (403)
     ├── Conflict                          conflict (409)
     │   ├── AdmissionConflict             admission_conflict (409)
     │   ├── ConcurrentModification        concurrent_modification (409)
     │   └── InvalidTransition             invalid_transition (409)
     ├── IntegrityError                    integrity (500)
     │   ├── TamperedCommand               tampered_command (500)
+    │   ├── TamperedProposal              tampered_proposal (500)
     │   └── MissingAdmission              missing_admission (500)
     ├── DestinationMismatch               destination_mismatch (409)
     ├── EvidenceRequired                  evidence_required (422)
@@ -33,6 +36,8 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AdmissionConflict",
+    "AdmissionDenied",
+    "ApprovalRefused",
     "CommitUncertain",
     "ConcurrentModification",
     "Conflict",
@@ -48,6 +53,7 @@ __all__ = [
     "StorageBusy",
     "StorageError",
     "TamperedCommand",
+    "TamperedProposal",
     "ToolArgumentsRejected",
 ]
 
@@ -92,6 +98,37 @@ class NotFound(EffectLedgerError):
     status = 404
 
 
+class AdmissionDenied(EffectLedgerError):
+    """Authority did not cover this admission; no operation exists and no approval was spent.
+
+    ``reason`` is one of the stable reason codes: ``actor_mismatch``, ``tenant_mismatch``,
+    ``expired``, ``stale_resource_version``, ``digest_mismatch``, ``approval_missing``,
+    ``approval_denied``, ``approval_consumed``, ``capacity_exceeded``, ``policy_denied``.
+    """
+
+    code = "admission_denied"
+    status = 403
+
+    def __init__(self, message: str, *, reason: str, **details: Any) -> None:
+        super().__init__(message, reason=reason, **details)
+        self.reason = reason
+
+
+class ApprovalRefused(EffectLedgerError):
+    """An approval or denial could not be recorded; ``reason`` says why (stable code).
+
+    Reasons: ``digest_mismatch`` (the approver was shown another proposal), ``self_approval``,
+    ``not_an_approver``, ``expired``.
+    """
+
+    code = "approval_refused"
+    status = 403
+
+    def __init__(self, message: str, *, reason: str, **details: Any) -> None:
+        super().__init__(message, reason=reason, **details)
+        self.reason = reason
+
+
 class Conflict(EffectLedgerError):
     """The request contradicts what the ledger already holds."""
 
@@ -128,6 +165,12 @@ class TamperedCommand(IntegrityError):
     """A stored command no longer matches the fingerprint computed at admission."""
 
     code = "tampered_command"
+
+
+class TamperedProposal(IntegrityError):
+    """A stored proposal no longer matches its digest: it was edited outside the ledger."""
+
+    code = "tampered_proposal"
 
 
 class MissingAdmission(IntegrityError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
@@ -19,29 +20,54 @@ from effectledger.model import (
     DestinationRef,
     DispatchResult,
     Observation,
+    Operation,
     OperationState,
 )
 
-__all__ = ["Executor"]
+__all__ = ["DispatchGuard", "Executor"]
 
 log = logging.getLogger(__name__)
 
 
+DispatchGuard = Callable[[Context, Operation], "str | None"]
+"""A dispatch-time recheck: returns a reason code to release the operation, or ``None``."""
+
+
 class Executor:
-    """Performs admitted operations through one destination adapter."""
+    """Performs admitted operations through one destination adapter.
+
+    ``guard`` is the dispatch-time recheck (expiry, resource version, permission; see
+    :meth:`effectledger.authority.Authority.dispatch_guard`): an operation it objects to is
+    RELEASED and the destination is never contacted.
+    """
 
     def __init__(
-        self, ledger: Ledger, destination: Destination, *, executor_id: str = DISPATCH_WORKER
+        self,
+        ledger: Ledger,
+        destination: Destination,
+        *,
+        executor_id: str = DISPATCH_WORKER,
+        guard: DispatchGuard | None = None,
     ) -> None:
         self.ledger = ledger
         self.destination = destination
         self.executor_id = executor_id
+        self.guard = guard
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
         """Perform the operation once, or report what was already recorded for it."""
         status = self.ledger.status(context, operation_id)
         if status.state is not OperationState.READY:
             return status
+        expected_version: int | None = None
+        if self.guard is not None:
+            operation = self.ledger.get(context, operation_id)
+            reason = self.guard(context, operation)
+            if reason is not None:
+                return self.ledger.release(
+                    context, operation_id, reason=reason, expected_version=operation.version
+                )
+            expected_version = operation.version
         attempt_id = new_id()
         bound_to = DestinationRef(
             account_id=self.destination.account_id, endpoint=self.destination.endpoint
@@ -52,6 +78,7 @@ class Executor:
             attempt_id=attempt_id,
             executor_id=self.executor_id,
             bound_to=bound_to,
+            expected_version=expected_version,
         )
         if prepared is None:  # another worker claimed it between the read and the claim
             return self.ledger.status(context, operation_id)

@@ -280,6 +280,10 @@ class Ledger:
             created_at=from_micros(int(row["created_us"])),
             updated_at=from_micros(int(row["updated_us"])),
             last_event_hash=row["last_event_hash"],
+            proposal_id=row["proposal_id"],
+            approval_id=row["approval_id"],
+            pool=row["pool"],
+            units=int(row["units"]),
         )
 
     @staticmethod
@@ -324,10 +328,40 @@ class Ledger:
     ) -> Operation:
         """Admit ``operation_id`` for exactly this command, once.
 
-        A repeat by the same requester with the same revision, command and destination returns
-        the stored operation unchanged; any other repeat raises :class:`AdmissionConflict` and
-        writes nothing. The destination and its idempotency key are fixed here for good.
+        This is admission on a decision made outside effectledger, named by
+        ``admission_reference``; :meth:`effectledger.authority.Authority.admit` admits on a
+        proposal and a consumed approval instead. A repeat by the same requester with the same
+        revision, command and destination returns the stored operation unchanged; any other
+        repeat raises :class:`AdmissionConflict` and writes nothing. The destination and its
+        idempotency key are fixed here for good.
         """
+        draft = self.draft_operation(
+            context,
+            operation_id=operation_id,
+            revision=revision,
+            command=command,
+            destination=destination,
+            admission_reference=admission_reference,
+        )
+        operation = self.store.write(lambda tx: self.insert_operation(tx, draft), label="admit")
+        crash_point("after_admit")
+        return operation
+
+    def draft_operation(
+        self,
+        context: Context,
+        *,
+        operation_id: str,
+        revision: str,
+        command: Command,
+        destination: DestinationRef,
+        admission_reference: str,
+        proposal_id: str | None = None,
+        approval_id: str | None = None,
+        pool: str | None = None,
+        units: int = 0,
+    ) -> dict[str, Any]:
+        """Validate an admission and return the row to insert (no database access)."""
         validate_identifier(operation_id, "operation_id")
         validate_identifier(revision, "revision")
         validate_identifier(command.action, "action")
@@ -343,70 +377,128 @@ class Ledger:
             "contract_version": command.contract_version,
             "arguments": command.arguments,
         }
-        command_json = canonical_bytes(stored_command).decode()
-        print_ = digest("command", stored_command)
-        key = {"tenant_id": context.tenant_id, "operation_id": operation_id}
-        wanted = {
+        return {
+            "tenant_id": context.tenant_id,
+            "operation_id": operation_id,
             "requester_id": context.actor_id,
             "revision": revision,
-            "fingerprint": print_,
+            "fingerprint": digest("command", stored_command),
             "destination_account": destination.account_id,
             "destination_endpoint": destination.endpoint,
+            "action": command.action,
+            "contract_version": command.contract_version,
+            "command_json": canonical_bytes(stored_command).decode(),
+            "admission_reference": admission_reference,
+            "proposal_id": proposal_id,
+            "approval_id": approval_id,
+            "pool": pool,
+            "units": units,
         }
 
+    def insert_operation(self, tx: Transaction, draft: Mapping[str, Any]) -> Operation:
+        """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
+
+        The operation's trail continues any events already written under its id (its proposal
+        and approval). An existing operation with the same requester, revision, fingerprint and
+        destination is returned as it is; any other raises :class:`AdmissionConflict`.
+        """
+        key = self._key(draft["tenant_id"], draft["operation_id"])
+        compared = (
+            "requester_id",
+            "revision",
+            "fingerprint",
+            "destination_account",
+            "destination_endpoint",
+        )
+
         def matching(row: Row) -> Operation:
-            differs = sorted(name for name, value in wanted.items() if row[name] != value)
+            differs = sorted(name for name in compared if row[name] != draft[name])
             if differs:
                 raise AdmissionConflict(
-                    f"operation {operation_id} was admitted before with another "
+                    f"operation {draft['operation_id']} was admitted before with another "
                     + ", ".join(differs),
-                    operation_id=operation_id,
+                    operation_id=draft["operation_id"],
                     differs=differs,
                 )
             return self._operation(row)
 
-        def body(tx: Transaction) -> Operation:
-            existing = tx.one("operation_get", key)
-            if existing is not None:
-                return matching(existing)
-            now_us = self._now_us()
-            event = self._event(
-                tx,
-                **key,
-                sequence=1,
-                prev_hash=GENESIS_HASH,
-                actor=context.actor_id,
-                event_type="OperationAdmitted",
-                now_us=now_us,
-                evidence_reference=admission_reference,
-                details={"revision": revision, "fingerprint": print_},
-                insert=False,
-            )
-            inserted = tx.run(
-                "operation_insert",
-                {
-                    **key,
-                    **wanted,
-                    "action": command.action,
-                    "contract_version": command.contract_version,
-                    "command_json": command_json,
-                    "admission_reference": admission_reference,
-                    "idempotency_key": f"el-{new_id()}",
-                    "now_us": now_us,
-                    "event_hash": event["event_hash"],
-                },
-            )
-            row = tx.one("operation_get", key)
-            if row is None:  # pragma: no cover - the insert or the winner is visible
-                raise NotFound("operation vanished during admission")
-            if inserted == 0:  # a concurrent admission won the race: compare with it
-                return matching(row)
-            tx.run("event_insert", event)
-            return self._operation(row)
+        existing = tx.one("operation_get", key)
+        if existing is not None:
+            return matching(existing)
+        now_us = self._now_us()
+        head = tx.one("event_head", key)
+        sequence = 1 if head is None else int(head["sequence"]) + 1
+        event = self._event(
+            tx,
+            **key,
+            sequence=sequence,
+            prev_hash=GENESIS_HASH if head is None else head["event_hash"],
+            actor=draft["requester_id"],
+            event_type="OperationAdmitted",
+            now_us=now_us,
+            evidence_reference=draft["admission_reference"],
+            details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
+            insert=False,
+        )
+        inserted = tx.run(
+            "operation_insert",
+            {
+                **draft,
+                "idempotency_key": f"el-{new_id()}",
+                "version": sequence,
+                "now_us": now_us,
+                "event_hash": event["event_hash"],
+            },
+        )
+        row = tx.one("operation_get", key)
+        if row is None:  # pragma: no cover - the insert or the winner is visible
+            raise NotFound("operation vanished during admission")
+        if inserted == 0:  # a concurrent admission won the race: compare with it
+            return matching(row)
+        tx.run("event_insert", event)
+        return self._operation(row)
 
-        operation = self.store.write(body, label="admit")
-        crash_point("after_admit")
-        return operation
+    def append_event(
+        self,
+        tx: Transaction,
+        *,
+        tenant_id: str,
+        operation_id: str,
+        actor: str,
+        event_type: str,
+        evidence_reference: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Append one event to the trail of ``operation_id`` without changing any state.
+
+        Used for what happens around admission (proposal, approval, a denied admission). If the
+        operation exists the event goes through its version-guarded update, so the trail and the
+        row stay in step; otherwise it continues the trail written so far under the id.
+        """
+        key = self._key(tenant_id, operation_id)
+        row = tx.one("operation_get", key)
+        if row is not None:
+            return self._transition(
+                tx,
+                row,
+                actor=actor,
+                event_type=event_type,
+                now_us=self._now_us(),
+                evidence_reference=evidence_reference,
+                details=details,
+            )
+        head = tx.one("event_head", key)
+        return self._event(
+            tx,
+            **key,
+            sequence=1 if head is None else int(head["sequence"]) + 1,
+            prev_hash=GENESIS_HASH if head is None else head["event_hash"],
+            actor=actor,
+            event_type=event_type,
+            now_us=self._now_us(),
+            evidence_reference=evidence_reference,
+            details=details,
+        )
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -449,11 +541,16 @@ class Ledger:
         return [self._attempt(row) for row in rows]
 
     def events(self, context: Context, operation_id: str) -> list[AuditEvent]:
-        """The operation's audit trail in sequence order."""
-        self.get(context, operation_id)
+        """The audit trail under an operation id in sequence order (proposal events included).
+
+        Raises ``NotFound`` when the tenant has no events under that id.
+        """
+        validate_identifier(operation_id, "operation_id")
         rows = self.store.read(
             lambda tx: tx.all("events_for_operation", self._key(context.tenant_id, operation_id))
         )
+        if not rows:
+            raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
         return [
             AuditEvent(
                 event_id=row["event_id"],
@@ -483,6 +580,7 @@ class Ledger:
         attempt_id: str,
         executor_id: str = DISPATCH_WORKER,
         bound_to: DestinationRef | None = None,
+        expected_version: int | None = None,
     ) -> PreparedAttempt | None:
         """Claim a READY operation for one attempt, or return ``None`` if it is not READY.
 
@@ -491,6 +589,8 @@ class Ledger:
         ``AttemptPrepared`` event are written. Only a returned claim may be submitted.
         ``bound_to`` is the executor's destination: if it is not exactly the operation's, the
         claim is refused with :class:`DestinationMismatch` and nothing is written.
+        ``expected_version``, when given, is the version a dispatch-time check approved: if the
+        operation moved on since, nothing is claimed.
         """
         validate_identifier(operation_id, "operation_id")
         validate_identifier(attempt_id, "attempt_id")
@@ -501,6 +601,8 @@ class Ledger:
             if row is None or row["requester_id"] != context.actor_id:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             if row["state"] != OperationState.READY.value:
+                return None
+            if expected_version is not None and int(row["version"]) != expected_version:
                 return None
             operation = self._operation(row)
             if fingerprint(operation.command) != operation.fingerprint:
@@ -562,6 +664,37 @@ class Ledger:
             "attempt_exists", {**self._key(tenant_id, operation_id), "attempt_id": attempt_id}
         )
         return row is not None
+
+    def release(
+        self, context: Context, operation_id: str, *, reason: str, expected_version: int
+    ) -> DispatchResult:
+        """Release a READY operation that failed its dispatch-time recheck.
+
+        One transaction: READY at ``expected_version`` → RELEASED with ``OperationReleased``; its
+        capacity units are freed and the destination is never contacted. If the operation moved
+        on meanwhile, nothing changes and its current state is returned.
+        """
+        key = self._key(context.tenant_id, operation_id)
+
+        def body(tx: Transaction) -> DispatchResult:
+            row = tx.one("operation_get", key)
+            if row is None or row["requester_id"] != context.actor_id:
+                raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+            stale = int(row["version"]) != expected_version
+            if row["state"] != OperationState.READY.value or stale:
+                return self._result(row)
+            updated = self._transition(
+                tx,
+                row,
+                actor=context.actor_id,
+                event_type="OperationReleased",
+                now_us=self._now_us(),
+                details={"reason": reason},
+                state=OperationState.RELEASED.value,
+            )
+            return self._result(updated)
+
+        return self.store.write(body, label="release")
 
     # -- record --------------------------------------------------------------------------
 

@@ -179,6 +179,10 @@ class Operation:
     created_at: datetime
     updated_at: datetime
     last_event_hash: str
+    proposal_id: str | None = None
+    approval_id: str | None = None
+    pool: str | None = None
+    units: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -124,3 +124,14 @@ def test_encoding_is_valid_json_that_round_trips(value: object) -> None:
 
     text = encode(value)
     assert encode(json.loads(text)) == text
+
+
+@given(json_values)
+def test_an_outside_verifier_can_recompute_with_plain_json(value: object) -> None:
+    """The documented encoding equals sorted, compact, non-ASCII JSON: any verifier can redo it."""
+    import json
+
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert encode(value) == text
+    expected = hashlib.sha256(b"effectledger/proposal/v1\n" + text.encode()).hexdigest()
+    assert digest("proposal", value) == expected

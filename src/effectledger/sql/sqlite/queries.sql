@@ -5,11 +5,12 @@
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
-    state, version, created_us, updated_us, last_event_hash
+    state, version, created_us, updated_us, last_event_hash, proposal_id, approval_id, pool, units
 ) VALUES (
     :tenant_id, :operation_id, :requester_id, :revision, :action, :contract_version, :command_json,
     :fingerprint, :admission_reference, :destination_account, :destination_endpoint,
-    :idempotency_key, 'READY', 1, :now_us, :now_us, :event_hash
+    :idempotency_key, 'READY', :version, :now_us, :now_us, :event_hash, :proposal_id,
+    :approval_id, :pool, :units
 )
 ON CONFLICT (tenant_id, operation_id) DO NOTHING;
 
@@ -97,6 +98,77 @@ INSERT INTO audit_events (
 SELECT * FROM audit_events WHERE tenant_id = :tenant_id AND operation_id = :operation_id
 ORDER BY sequence;
 
+-- name: event_head
+SELECT sequence, event_hash FROM audit_events
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id
+ORDER BY sequence DESC LIMIT 1;
+
 -- name: event_by_observation
 SELECT event_id FROM audit_events
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND observation_id = :observation_id;
+
+-- Authority: proposals, approvals, consumption, capacity.
+
+-- name: proposal_insert
+INSERT INTO proposals (
+    tenant_id, proposal_id, operation_id, proposer_id, action, contract_version, target,
+    resource_version, arguments_json, units, pool, destination_account, destination_endpoint,
+    policy_version, expires_us, correlation_json, digest, created_us
+) VALUES (
+    :tenant_id, :proposal_id, :operation_id, :proposer_id, :action, :contract_version, :target,
+    :resource_version, :arguments_json, :units, :pool, :destination_account,
+    :destination_endpoint, :policy_version, :expires_us, :correlation_json, :digest, :created_us
+);
+
+-- name: proposal_get
+SELECT * FROM proposals WHERE tenant_id = :tenant_id AND proposal_id = :proposal_id;
+
+-- name: proposal_for_operation
+SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: approval_insert
+INSERT INTO approvals (
+    tenant_id, approval_id, proposal_id, digest, decision, kind, approver_id, policy_version,
+    reason, decided_us, expires_us
+) VALUES (
+    :tenant_id, :approval_id, :proposal_id, :digest, :decision, :kind, :approver_id,
+    :policy_version, :reason, :decided_us, :expires_us
+);
+
+-- name: approval_get
+SELECT * FROM approvals WHERE tenant_id = :tenant_id AND approval_id = :approval_id;
+
+-- name: consumption_get
+SELECT * FROM approval_consumptions WHERE tenant_id = :tenant_id AND approval_id = :approval_id;
+
+-- name: consumption_insert
+INSERT INTO approval_consumptions (tenant_id, approval_id, operation_id, consumed_us)
+VALUES (:tenant_id, :approval_id, :operation_id, :now_us);
+
+-- name: preauthorized_units_since
+SELECT coalesce(sum(p.units), 0) AS units
+FROM approvals AS a
+JOIN proposals AS p ON p.tenant_id = a.tenant_id AND p.proposal_id = a.proposal_id
+WHERE a.tenant_id = :tenant_id AND a.kind = 'preauthorization' AND a.decision = 'granted'
+  AND p.action = :action AND a.decided_us >= :since_us;
+
+-- name: capacity_limit_get
+SELECT limit_units FROM capacity_limits WHERE tenant_id = :tenant_id AND pool = :pool;
+
+-- name: capacity_limit_lock
+-- Admissions to one pool serialize here (BEGIN IMMEDIATE already serializes SQLite writers).
+SELECT limit_units FROM capacity_limits WHERE tenant_id = :tenant_id AND pool = :pool;
+
+-- name: capacity_limit_set
+INSERT INTO capacity_limits (tenant_id, pool, limit_units, updated_us)
+VALUES (:tenant_id, :pool, :limit_units, :now_us)
+ON CONFLICT (tenant_id, pool) DO UPDATE SET
+    limit_units = excluded.limit_units, updated_us = excluded.updated_us;
+
+-- name: capacity_usage
+SELECT
+    coalesce(sum(CASE WHEN state IN ('READY', 'IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
+                                     'RETRY_PENDING') THEN units ELSE 0 END), 0) AS held,
+    coalesce(sum(CASE WHEN state = 'SUCCEEDED' THEN units ELSE 0 END), 0) AS committed,
+    coalesce(sum(CASE WHEN state IN ('REJECTED', 'RELEASED') THEN units ELSE 0 END), 0) AS freed
+FROM operations WHERE tenant_id = :tenant_id AND pool = :pool;

@@ -27,6 +27,10 @@ CREATE TABLE operations (
     created_us           INTEGER NOT NULL,
     updated_us           INTEGER NOT NULL,
     last_event_hash      TEXT    NOT NULL,
+    proposal_id          TEXT,
+    approval_id          TEXT,
+    pool                 TEXT,
+    units                INTEGER NOT NULL DEFAULT 0 CHECK (units >= 0),
     PRIMARY KEY (tenant_id, operation_id)
 ) WITHOUT ROWID;
 
@@ -65,8 +69,9 @@ CREATE TABLE audit_events (
     prev_hash          TEXT    NOT NULL,
     event_hash         TEXT    NOT NULL,
     UNIQUE (tenant_id, operation_id, sequence),
-    FOREIGN KEY (tenant_id, operation_id) REFERENCES operations (tenant_id, operation_id),
-    -- The database itself rejects an event that names one operation and another's attempt.
+    -- An operation's trail starts before the operation row exists (its proposal and approval
+    -- events), so events reference the operation by id only; attempts are enforced:
+    -- the database itself rejects an event that names one operation and another's attempt.
     FOREIGN KEY (tenant_id, operation_id, attempt_id)
         REFERENCES attempts (tenant_id, operation_id, attempt_id)
 );

@@ -1,0 +1,1 @@
+"""Worked examples of registered actions, used by the demo, the docs and the tests."""

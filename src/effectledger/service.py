@@ -1,0 +1,237 @@
+"""The one entry point every caller uses: propose, decide, admit, dispatch, reconcile.
+
+The Python API, function tools, agent frameworks, the MCP server and the HTTP API are thin
+layers over :class:`EffectService`, so the same scenario gives the same outcome and the same
+audit trail whichever caller carried it. Each call returns an ordered domain trace (request
+received, tenant accepted, reservation result, dispatch result, reconciliation) that tests
+compare across callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from effectledger.actions import ActionRegistry
+from effectledger.authority import Approval, Authority, Correlation, Proposal
+from effectledger.destinations import Destination
+from effectledger.errors import AdmissionDenied, DestinationMismatch, NotFound, TamperedProposal
+from effectledger.executor import Executor
+from effectledger.ledger import Ledger
+from effectledger.model import Context, DestinationRef, OperationState
+from effectledger.recovery import RecoveryWorker
+
+__all__ = ["EffectResult", "EffectService", "TraceStep"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStep:
+    """One step of the domain trace: what was attempted and how it came out."""
+
+    step: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectResult:
+    """The outcome of one request to perform an approved effect.
+
+    ``outcome`` is ``performed`` (dispatched now), ``replayed`` (already admitted: its recorded
+    state is reported), ``released`` (failed the dispatch-time recheck, never sent) or
+    ``denied`` (``reason`` holds the stable code). ``state`` is the operation's state when one
+    exists; ``uncertain`` is true while the effect may or may not have happened.
+    """
+
+    outcome: str
+    operation_id: str | None
+    state: OperationState | None
+    reason: str | None
+    provider_reference: str | None
+    trace: tuple[TraceStep, ...]
+
+    @property
+    def uncertain(self) -> bool:
+        """True while the destination's effect is not established either way."""
+        return self.state is not None and self.state.uncertain
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (for tools, HTTP bodies and MCP results)."""
+        return {
+            "outcome": self.outcome,
+            "operation_id": self.operation_id,
+            "state": None if self.state is None else self.state.value,
+            "reason": self.reason,
+            "provider_reference": self.provider_reference,
+            "uncertain": self.uncertain,
+            "trace": [[step.step, step.outcome] for step in self.trace],
+        }
+
+
+@dataclass(slots=True)
+class _Trace:
+    steps: list[TraceStep] = field(default_factory=list)
+
+    def add(self, step: str, outcome: str) -> None:
+        self.steps.append(TraceStep(step, outcome))
+
+
+class EffectService:
+    """Ledger, authority, executors and recovery for one registry of actions."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        registry: ActionRegistry,
+        destinations: Iterable[Destination],
+    ) -> None:
+        self.ledger = ledger
+        self.registry = registry
+        self.authority = Authority(ledger, registry)
+        self.destinations = {
+            DestinationRef(account_id=d.account_id, endpoint=d.endpoint): d for d in destinations
+        }
+        self._executors = {
+            ref: Executor(ledger, d, guard=self.authority.dispatch_guard)
+            for ref, d in self.destinations.items()
+        }
+        self.recovery = RecoveryWorker(ledger, list(self.destinations.values()))
+
+    # -- the agent's side ----------------------------------------------------------------
+
+    def propose(
+        self,
+        context: Context,
+        action: str,
+        arguments: Mapping[str, Any],
+        *,
+        operation_id: str | None = None,
+        correlation: Correlation | None = None,
+    ) -> Proposal:
+        """Record what the model proposes (validated, normalized, immutable)."""
+        return self.authority.propose(
+            context, action, arguments, operation_id=operation_id, correlation=correlation
+        )
+
+    # -- the reviewer's side -------------------------------------------------------------
+
+    def approve(
+        self,
+        approver: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        expires_in: timedelta = timedelta(hours=1),
+    ) -> Approval:
+        """Approve exactly the proposal the approver was shown (by digest)."""
+        return self.authority.approve(approver, proposal_id, digest=digest, expires_in=expires_in)
+
+    def deny(self, approver: Context, proposal_id: str, *, digest: str, reason: str) -> Approval:
+        """Deny a proposal, recording who and why."""
+        return self.authority.deny(approver, proposal_id, digest=digest, reason=reason)
+
+    # -- execution -----------------------------------------------------------------------
+
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        approval_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> EffectResult:
+        """Admit the proposal on its authority and dispatch it once; report with a trace."""
+        trace = _Trace()
+        trace.add("request", "received")
+        if tenant_id is not None and tenant_id != context.tenant_id:
+            trace.add("tenant", "rejected")
+            return EffectResult(
+                outcome="denied",
+                operation_id=None,
+                state=None,
+                reason="tenant_mismatch",
+                provider_reference=None,
+                trace=tuple(trace.steps),
+            )
+        trace.add("tenant", "accepted")
+        try:
+            proposal = self.authority.get_proposal(context, proposal_id)
+            already = self._exists(context, proposal.operation_id)
+        except TamperedProposal:
+            already = False  # admission below refuses it and records the denial
+        try:
+            operation = self.authority.admit(
+                context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
+            )
+        except AdmissionDenied as exc:
+            trace.add("reservation", f"denied:{exc.reason}")
+            return EffectResult(
+                outcome="denied",
+                operation_id=None,
+                state=None,
+                reason=exc.reason,
+                provider_reference=None,
+                trace=tuple(trace.steps),
+            )
+        trace.add("reservation", "replayed" if already else "admitted")
+        executor = self._executors.get(operation.destination)
+        if executor is None:
+            raise DestinationMismatch(
+                "no destination adapter is bound to the operation's account and endpoint",
+                operation_id=operation.operation_id,
+            )
+        result = executor.execute(context, operation.operation_id)
+        trace.add("dispatch", result.state.value)
+        if already:
+            outcome = "replayed"
+        elif result.state is OperationState.RELEASED:
+            outcome = "released"
+        else:
+            outcome = "performed"
+        return EffectResult(
+            outcome=outcome,
+            operation_id=operation.operation_id,
+            state=result.state,
+            reason=None,
+            provider_reference=result.provider_reference,
+            trace=tuple(trace.steps),
+        )
+
+    async def perform_async(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        approval_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> EffectResult:
+        """:meth:`perform` in a worker thread; cancelling the caller does not stop the record."""
+        task = asyncio.ensure_future(
+            asyncio.to_thread(
+                self.perform, context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
+            )
+        )
+        return await asyncio.shield(task)
+
+    def reconcile(self, context: Context, operation_id: str) -> EffectResult:
+        """Run one recovery pass and report the operation's state with its trace step."""
+        report = self.recovery.run_once()
+        operation = self.ledger.get(context, operation_id)
+        found = any(op == operation_id for _, op, _ in report.resolved)
+        return EffectResult(
+            outcome="reconciled" if found else "unresolved",
+            operation_id=operation_id,
+            state=operation.state,
+            reason=None,
+            provider_reference=operation.provider_reference,
+            trace=(TraceStep("reconciliation", operation.state.value),),
+        )
+
+    def _exists(self, context: Context, operation_id: str) -> bool:
+        try:
+            self.ledger.get(context, operation_id)
+        except NotFound:
+            return False
+        return True
