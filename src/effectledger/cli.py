@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,11 +19,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from effectledger.audit.chain import verify_chain
-from effectledger.clock import ManualClock
-from effectledger.destinations.simulated import LookupMode, SimulatedReceiver, SubmitMode
+from effectledger.demo import events_table, run_demo
+from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
 from effectledger.errors import EffectLedgerError
 from effectledger.ledger import Ledger
-from effectledger.model import AuditEvent, Context, Operation
+from effectledger.model import Context, Operation
 from effectledger.recovery import RecoveryReport, RecoveryWorker
 from effectledger.store import open_store
 
@@ -128,104 +127,12 @@ def _operations_table(operations: Sequence[Operation]) -> Table:
     return table
 
 
-def _events_table(events: Sequence[AuditEvent], title: str) -> Table:
-    table = Table(title=title)
-    for column in ("seq", "actor", "event", "attempt", "evidence"):
-        table.add_column(column)
-    for event in events:
-        table.add_row(
-            *map(
-                escape,
-                (
-                    str(event.sequence),
-                    event.actor,
-                    event.event_type,
-                    (event.attempt_id or "-")[:8],
-                    event.evidence_reference or "-",
-                ),
-            )
-        )
-    return table
-
-
 def _report_line(report: RecoveryReport) -> str:
     return (
         f"due {report.due}, looked up {report.looked_up}, resolved {len(report.resolved)}, "
         f"still unknown {len(report.still_unknown)}, escalated {len(report.escalated)}, "
         f"skipped {len(report.skipped)}, failed {len(report.failed)}"
     )
-
-
-def _demo(console: Console, folder: Path | None) -> int:
-    from effectledger.callers.tools import DispatchTool
-    from effectledger.executor import Executor
-    from effectledger.model import Command, DestinationRef
-
-    folder = folder or Path(tempfile.mkdtemp(prefix="effectledger-demo-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    ledger_path, receiver_path = folder / "ledger.db", folder / "receiver.db"
-    for stale in (ledger_path, receiver_path):
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{stale}{suffix}").unlink(missing_ok=True)
-    clock = ManualClock()
-    ledger = Ledger(open_store(f"sqlite:///{ledger_path}"), clock=clock)
-    receiver = SimulatedReceiver(receiver_path, submit_mode=SubmitMode.ACCEPT_THEN_LOSE_REPLY)
-    context = Context(tenant_id="acme", actor_id="support-agent-7")
-    console.print(
-        f"[bold]effectledger demo[/bold] - ledger {ledger_path}, receiver {receiver_path}"
-    )
-
-    operation = ledger.admit(
-        context,
-        operation_id="reply-1001",
-        revision="rev-3",
-        command=Command(
-            action="send_support_reply",
-            contract_version="reply-v1",
-            arguments={"recipient": "customer@example.com", "body": "Your refund is on its way."},
-        ),
-        destination=DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint),
-        admission_reference="approval/ticket-4711/rev-3",
-    )
-    console.print(
-        f"1. Admitted [cyan]{operation.operation_id}[/cyan]: {operation.state.value}, "
-        f"idempotency key {operation.idempotency_key}"
-    )
-    tool = DispatchTool(Executor(ledger, receiver), context, operation.operation_id)
-    first = tool.invoke()
-    console.print(
-        f"2. The agent calls the tool; the receiver performs the effect and the reply is lost: "
-        f"[yellow]{first.state.value}[/yellow] (uncertain: {first.uncertain})"
-    )
-    again = tool.invoke()
-    console.print(
-        f"3. The agent calls the tool again: [yellow]{again.state.value}[/yellow], no new attempt "
-        f"(receiver saw {receiver.counts().submissions} submission)"
-    )
-    try:
-        tool.invoke({"recipient": "attacker@example.net"})
-    except EffectLedgerError as exc:
-        console.print(f"4. A call that smuggles a recipient is refused: [red]{exc.code}[/red]")
-    clock.advance(ledger.settings.recover_after)
-    console.print(f"5. {int(ledger.settings.recover_after.total_seconds())} s later (demo clock):")
-    report = RecoveryWorker(ledger, receiver).run_once()
-    final = ledger.get(context, operation.operation_id)
-    console.print(
-        f"   recovery looked up the persisted key: {_report_line(report)}; now "
-        f"[green]{final.state.value}[/green], provider reference {final.provider_reference}"
-    )
-    events = ledger.events(context, operation.operation_id)
-    verify_chain(events, head=final.last_event_hash)
-    console.print(_events_table(events, f"Audit trail of {operation.operation_id}"))
-    counts = receiver.counts()
-    console.print(
-        f"Hash chain verified over {len(events)} events. Receiver's own count: "
-        f"{counts.submissions} submission, {counts.lookups} lookup, "
-        f"[bold]{counts.effects} effect[/bold]."
-    )
-    ledger.store.close()
-    receiver.close()
-    return 0
 
 
 def _status(console: Console, args: argparse.Namespace) -> int:
@@ -253,7 +160,7 @@ def _audit(console: Console, args: argparse.Namespace) -> int:
         context = Context(tenant_id=args.tenant, actor_id=OPERATOR)
         operation = ledger.get(context, args.operation_id)
         events = ledger.events(context, args.operation_id)
-        console.print(_events_table(events, f"Audit trail of {args.operation_id}"))
+        console.print(events_table(events, f"Audit trail of {args.operation_id}"))
         verify_chain(events, head=operation.last_event_hash)
         console.print(f"Hash chain verified over {len(events)} events; state {operation.state}.")
         return 0
@@ -291,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     try:
         if args.command == "demo":
-            return _demo(console, args.dir)
+            return run_demo(console, args.dir)
         if args.command == "status":
             return _status(console, args)
         if args.command == "audit":

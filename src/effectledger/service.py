@@ -17,6 +17,7 @@ from typing import Any
 
 from effectledger.actions import ActionRegistry
 from effectledger.authority import Approval, Authority, Correlation, Proposal
+from effectledger.callers.tools import DispatchTool
 from effectledger.destinations import Destination
 from effectledger.errors import AdmissionDenied, DestinationMismatch, NotFound, TamperedProposal
 from effectledger.executor import Executor
@@ -176,13 +177,7 @@ class EffectService:
                 trace=tuple(trace.steps),
             )
         trace.add("reservation", "replayed" if already else "admitted")
-        executor = self._executors.get(operation.destination)
-        if executor is None:
-            raise DestinationMismatch(
-                "no destination adapter is bound to the operation's account and endpoint",
-                operation_id=operation.operation_id,
-            )
-        result = executor.execute(context, operation.operation_id)
+        result = self.executor_for(operation.destination).execute(context, operation.operation_id)
         trace.add("dispatch", result.state.value)
         if already:
             outcome = "replayed"
@@ -228,6 +223,20 @@ class EffectService:
             provider_reference=operation.provider_reference,
             trace=(TraceStep("reconciliation", operation.state.value),),
         )
+
+    def executor_for(self, destination: DestinationRef) -> Executor:
+        """The executor bound to ``destination`` (with the dispatch-time recheck)."""
+        try:
+            return self._executors[destination]
+        except KeyError:
+            raise DestinationMismatch(
+                "no destination adapter is bound to that account and endpoint"
+            ) from None
+
+    def dispatch_tool(self, context: Context, operation_id: str) -> DispatchTool:
+        """The model-facing tool bound to one admitted operation of ``context``."""
+        operation = self.ledger.get(context, operation_id)
+        return DispatchTool(self.executor_for(operation.destination), context, operation_id)
 
     def _exists(self, context: Context, operation_id: str) -> bool:
         try:

@@ -28,11 +28,14 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_tells_the_lost_reply_story(tmp_path: Path) -> None:
-    """The demo ends SUCCEEDED with the receiver's own count of one effect and a verified chain."""
+    """The refund demo refuses the edit, reconciles the lost reply, and shows one effect."""
     done = run_cli("demo", "--dir", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "OUTCOME_UNKNOWN" in out
+    assert "denied (digest_mismatch)" in out
+    assert "held 30, committed 0" in out
+    assert "held 0, committed 30" in out
     assert "no new attempt" in out
     assert "tool_arguments_rejected" in out
     assert "ProviderAcceptanceReconciled" in out
