@@ -134,3 +134,14 @@ def count_rows(store_url: str, table: str, where: str = "1 = 1") -> int:
     """How many rows of ``table`` match ``where`` (a literal SQL condition)."""
     rows = raw_sql(store_url, f"SELECT count(*) FROM {table} WHERE {where}")
     return int(rows[0][0])  # type: ignore[call-overload]
+
+
+def require_module(name: str) -> None:
+    """Skip the test when an optional extra is missing, except in CI where it must be there."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        message = f"the optional dependency {name} is not installed"
+        if in_ci():
+            pytest.fail(message + " (CI installs every extra)")
+        pytest.skip(message)
