@@ -5,11 +5,15 @@ responsibility before anything leaves the process; the executor performs the eff
 recovery worker asks the destination when a reply is lost. See the README for a tour.
 """
 
+from effectledger.actions import Action, ActionRegistry
+from effectledger.authority import Approval, Authority, CapacityUsage, Correlation, Proposal
 from effectledger.clock import Clock, ManualClock, SystemClock
 from effectledger.destinations import Destination, SubmissionOutcomeUnknown, ensure_matches
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver, SubmitMode
 from effectledger.errors import (
     AdmissionConflict,
+    AdmissionDenied,
+    ApprovalRefused,
     CommitUncertain,
     ConcurrentModification,
     Conflict,
@@ -25,6 +29,7 @@ from effectledger.errors import (
     StorageBusy,
     StorageError,
     TamperedCommand,
+    TamperedProposal,
     ToolArgumentsRejected,
 )
 from effectledger.executor import Executor
@@ -41,13 +46,22 @@ from effectledger.model import (
     OperationState,
     Outcome,
 )
+from effectledger.policy import Decision, Policy, Preauthorization, RulePolicy, Tier
 from effectledger.recovery import RecoveryReport, RecoveryWorker
+from effectledger.service import EffectResult, EffectService, TraceStep
 from effectledger.store import Store, open_store
 
 __all__ = [
+    "Action",
+    "ActionRegistry",
     "AdmissionConflict",
+    "AdmissionDenied",
+    "Approval",
+    "ApprovalRefused",
     "Attempt",
     "AuditEvent",
+    "Authority",
+    "CapacityUsage",
     "Clock",
     "Command",
     "CommitUncertain",
@@ -55,11 +69,15 @@ __all__ = [
     "Conflict",
     "ConstraintViolation",
     "Context",
+    "Correlation",
+    "Decision",
     "Destination",
     "DestinationMismatch",
     "DestinationRef",
     "DispatchResult",
     "EffectLedgerError",
+    "EffectResult",
+    "EffectService",
     "EvidenceRequired",
     "Executor",
     "IntegrityError",
@@ -75,8 +93,12 @@ __all__ = [
     "Operation",
     "OperationState",
     "Outcome",
+    "Policy",
+    "Preauthorization",
+    "Proposal",
     "RecoveryReport",
     "RecoveryWorker",
+    "RulePolicy",
     "SimulatedReceiver",
     "StorageBusy",
     "StorageError",
@@ -85,7 +107,10 @@ __all__ = [
     "SubmitMode",
     "SystemClock",
     "TamperedCommand",
+    "TamperedProposal",
+    "Tier",
     "ToolArgumentsRejected",
+    "TraceStep",
     "ensure_matches",
     "new_id",
     "open_store",
