@@ -210,6 +210,50 @@ class EffectService:
         )
         return await asyncio.shield(task)
 
+    async def propose_async(
+        self,
+        context: Context,
+        action: str,
+        arguments: Mapping[str, Any],
+        *,
+        operation_id: str | None = None,
+        correlation: Correlation | None = None,
+    ) -> Proposal:
+        """:meth:`propose` without blocking the event loop."""
+        return await asyncio.to_thread(
+            self.propose,
+            context,
+            action,
+            arguments,
+            operation_id=operation_id,
+            correlation=correlation,
+        )
+
+    async def approve_async(
+        self,
+        approver: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        expires_in: timedelta = timedelta(hours=1),
+    ) -> Approval:
+        """:meth:`approve` without blocking the event loop."""
+        return await asyncio.to_thread(
+            self.approve, approver, proposal_id, digest=digest, expires_in=expires_in
+        )
+
+    async def deny_async(
+        self, approver: Context, proposal_id: str, *, digest: str, reason: str
+    ) -> Approval:
+        """:meth:`deny` without blocking the event loop."""
+        return await asyncio.to_thread(
+            self.deny, approver, proposal_id, digest=digest, reason=reason
+        )
+
+    async def reconcile_async(self, context: Context, operation_id: str) -> EffectResult:
+        """:meth:`reconcile` without blocking the event loop."""
+        return await asyncio.to_thread(self.reconcile, context, operation_id)
+
     def reconcile(self, context: Context, operation_id: str) -> EffectResult:
         """Run one recovery pass and report the operation's state with its trace step."""
         report = self.recovery.run_once()
