@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from effectledger import (
     Attempt,
@@ -165,3 +167,32 @@ def survivor(
         yield opened
     finally:
         opened.close()
+
+
+def spawn_all(
+    target: Callable[..., None], per_worker: Sequence[tuple[object, ...]], *, timeout_s: float = 120
+) -> list[dict[str, Any]]:
+    """Start one spawned process per argument tuple, released together; return their reports.
+
+    Each process is called as ``target(*args, barrier, results, worker)`` and must put one dict
+    on ``results``. Every process must exit 0.
+    """
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(len(per_worker))
+    results = spawn.Queue()
+    processes = [
+        spawn.Process(target=target, args=(*args, barrier, results, worker), daemon=True)
+        for worker, args in enumerate(per_worker)
+    ]
+    for process in processes:
+        process.start()
+    reports: list[dict[str, Any]] = []
+    try:
+        for _ in processes:
+            reports.append(results.get(timeout=timeout_s))
+    finally:
+        for process in processes:
+            process.join(timeout=timeout_s)
+        results.close()
+    assert [process.exitcode for process in processes] == [0] * len(processes)
+    return sorted(reports, key=lambda report: int(report["worker"]))

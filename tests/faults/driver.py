@@ -123,16 +123,20 @@ def contend(
     receiver_path: str,
     operation_ids: Sequence[str],
     start: datetime,
+    open_lock: Any,
     barrier: Any,
     results: Any,
     worker: int,
 ) -> None:
     """Admit and execute every operation, racing the other workers; report what was raised.
 
-    Every exception is caught and reported as ``(module.qualname, code)`` so the parent can check
-    that contention only ever surfaces as the project's own ``StorageBusy``.
+    Every exception is caught and reported as ``(module.qualname, code, attempts)`` so the parent
+    can check that contention only ever surfaces as the project's own ``StorageBusy``. Stores
+    are opened one at a time (``open_lock``): opening migrates, and the race under test is the
+    one over operations, not over the schema.
     """
-    store = open_store(store_url)
+    with open_lock:
+        store = open_store(store_url)
     ledger = Ledger(store, clock=ManualClock(start))
     receiver = SimulatedReceiver(receiver_path, synchronous=RECEIVER_SYNCHRONOUS)
     executor = Executor(ledger, receiver, executor_id=f"worker-{worker}")
