@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -175,7 +177,8 @@ def spawn_all(
     """Start one spawned process per argument tuple, released together; return their reports.
 
     Each process is called as ``target(*args, barrier, results, worker)`` and must put one dict
-    on ``results``. Every process must exit 0.
+    on ``results`` and exit 0. A process that dies first fails the test at once (the others,
+    stuck at the barrier, are terminated) instead of leaving it to time out.
     """
     spawn = multiprocessing.get_context("spawn")
     barrier = spawn.Barrier(len(per_worker))
@@ -187,12 +190,21 @@ def spawn_all(
     for process in processes:
         process.start()
     reports: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
     try:
-        for _ in processes:
-            reports.append(results.get(timeout=timeout_s))
+        while len(reports) < len(processes):
+            try:
+                reports.append(results.get(timeout=0.2))
+            except queue.Empty:
+                died = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+                assert not died, f"a worker died with exit code {died[0]}"
+                assert time.monotonic() < deadline, "the workers did not finish in time"
     finally:
         for process in processes:
-            process.join(timeout=timeout_s)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.terminate()
+                process.join()
         results.close()
     assert [process.exitcode for process in processes] == [0] * len(processes)
     return sorted(reports, key=lambda report: int(report["worker"]))

@@ -245,3 +245,16 @@ def test_admissions_racing_from_processes_resolve_to_one_row_each(
                     assert answer == ("admitted", stored.idempotency_key)
                 else:
                     assert answer == ("conflict", "admission_conflict")
+
+
+def test_connections_opening_a_new_ledger_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Eight stores opened at once on a brand-new file all open it; none reports it busy."""
+    for trial in range(60):
+        url = f"sqlite:///{tmp_path / f'new-{trial}.db'}"
+        opened = race(8, lambda _: open_store(url))  # noqa: B023 - called before the next trial
+        try:
+            assert all(hasattr(store, "write") for store in opened), opened
+        finally:
+            for store in opened:
+                if not isinstance(store, BaseException):
+                    store.close()  # type: ignore[attr-defined]

@@ -126,8 +126,8 @@ class SQLiteStore:
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             connection.execute("PRAGMA foreign_keys = ON")
-            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+            mode = self._switch_to_wal(connection)
+            if mode.lower() != "wal":
                 raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
             connection.execute(f"PRAGMA synchronous = {self.synchronous}")
         except sqlite3.Error as exc:
@@ -135,6 +135,18 @@ class SQLiteStore:
         with self._lock:
             self._connections.append(connection)
         return connection
+
+    def _switch_to_wal(self, connection: sqlite3.Connection) -> str:
+        # Connections racing to switch a new file to WAL get SQLITE_BUSY at once: SQLite does
+        # not call the busy handler here. Wait for the winner, within the same busy timeout.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                return str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.001)
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # a forked child must never reuse the parent's handles
