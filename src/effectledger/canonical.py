@@ -23,6 +23,7 @@ ever matching a value hashed for another.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +102,51 @@ def encode(value: Any, *, path: str = "$", depth: int = 0) -> str:
     raise InvalidInput(f"{path} has unsupported type {type(value).__name__}", field=path)
 
 
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds only exact dict/list/tuple/str/int/bool/None within the limits.
+
+    For such a value the C JSON encoder below writes exactly the canonical text: it escapes the
+    same characters the same way, and sorting ``str`` keys by code point is sorting them by
+    their UTF-8 bytes. Anything else (floats, subclasses, other mappings, errors to explain)
+    goes through :func:`encode`.
+    """
+    if depth > _MAX_DEPTH:
+        return False
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(_INT_MIN <= value <= _INT_MAX)
+    if depth == _MAX_DEPTH and (kind is dict or kind is list or kind is tuple) and value:
+        return False  # its items would be one level too deep
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) is not str and not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(type(item) is str or _plain(item, depth + 1) for item in value)
+    return False
+
+
+# check_circular is off because _plain has already refused anything nested too deep (a cycle).
+_dumps = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
+).encode
+
+
 def canonical_bytes(value: Any, *, limit: int = MAX_CANONICAL_BYTES) -> bytes:
     """The canonical UTF-8 bytes of ``value``, refusing values larger than ``limit`` bytes."""
-    data = encode(value).encode("utf-8")
+    data: bytes | None = None
+    if _plain(value, 0):  # the hot path: the same bytes as encode(), several times faster
+        try:
+            data = _dumps(value).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: encode() names where it is
+            data = None
+    if data is None:
+        data = encode(value).encode("utf-8")
     if len(data) > limit:
         raise InvalidInput(
             f"value is {len(data)} bytes in canonical form; the limit is {limit}",
