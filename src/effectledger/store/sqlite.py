@@ -170,24 +170,20 @@ class SQLiteStore:
 
     # -- transactions --------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _immediate(self, connection: sqlite3.Connection) -> Iterator[_Transaction]:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield _Transaction(connection, self._queries)
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-
     def write(self, body: Callable[[_Transaction], T], *, label: str = "write") -> T:
         """Run ``body`` in ``BEGIN IMMEDIATE`` ... ``COMMIT``; retry it when the file is busy."""
         connection = self._connection()
         for attempt in range(1, self.max_attempts + 1):
             try:
-                with self._immediate(connection) as transaction:
-                    result = body(transaction)
+                # Spelled out rather than a context manager: this is every write's hot path.
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(_Transaction(connection, self._queries))
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
                 return result
             except sqlite3.Error as exc:
                 if connection.in_transaction:
