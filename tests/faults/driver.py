@@ -35,6 +35,7 @@ from effectledger import (
     Ledger,
     LedgerSettings,
     ManualClock,
+    Operation,
     RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
@@ -57,7 +58,9 @@ def context() -> Context:
     return Context(tenant_id=TENANT, actor_id=ACTOR)
 
 
-def admit(ledger: Ledger, receiver: SimulatedReceiver, operation_id: str, *, body: str = "") -> Any:
+def admit(
+    ledger: Ledger, receiver: SimulatedReceiver, operation_id: str, *, body: str = ""
+) -> Operation:
     """Admit ``operation_id`` for :data:`COMMAND` (or a conflicting body), bound to ``receiver``."""
     command = COMMAND
     if body:

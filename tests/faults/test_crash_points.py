@@ -24,8 +24,6 @@ from tests.faults._harness import (
     survivor,
 )
 
-pytestmark = pytest.mark.slow
-
 DISPATCH = ("admit", "execute")
 # Dispatch with a lost reply, then one recovery pass once the attempt is due (30 s later).
 DISPATCH_THEN_RECOVER = ("admit", "execute", "advance:30", "recover")
@@ -51,6 +49,7 @@ def crash(
     return run
 
 
+@pytest.mark.slow
 def test_unarmed_driver_runs_every_step_to_the_end(store_url: str, receiver_path: Path) -> None:
     """Without a crash point the same child finishes every step and exits 0 (the kills are ours)."""
     run = run_driver(store_url, receiver_path, DISPATCH_THEN_RECOVER)
@@ -63,6 +62,7 @@ def test_unarmed_driver_runs_every_step_to_the_end(store_url: str, receiver_path
     assert (facts.counts.submissions, facts.counts.effects) == (1, 1)
 
 
+@pytest.mark.slow
 def test_crash_after_admit_keeps_the_operation_ready_and_dispatchable(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:
@@ -96,6 +96,7 @@ def test_crash_after_admit_keeps_the_operation_ready_and_dispatchable(
     ]
 
 
+@pytest.mark.slow
 def test_crash_after_claim_is_never_resubmitted_and_ends_in_manual_review(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:
@@ -145,6 +146,7 @@ def test_crash_after_claim_is_never_resubmitted_and_ends_in_manual_review(
     ]
 
 
+@pytest.mark.slow
 def test_crash_after_destination_committed_reconciles_in_a_new_process(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:
@@ -181,6 +183,7 @@ def test_crash_after_destination_committed_reconciles_in_a_new_process(
     ]
 
 
+@pytest.mark.slow
 def test_crash_after_reply_before_record_reconciles_to_succeeded(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:
@@ -202,6 +205,7 @@ def test_crash_after_reply_before_record_reconciles_to_succeeded(
     assert facts.event_types[-1] == "ProviderAcceptanceReconciled"
 
 
+@pytest.mark.slow
 def test_crash_inside_record_rolls_the_record_back_whole(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:
@@ -230,6 +234,7 @@ def test_crash_inside_record_rolls_the_record_back_whole(
     ]
 
 
+@pytest.mark.slow
 def test_crash_after_reserving_a_lookup_holds_the_window_then_reconciles(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:
@@ -269,6 +274,7 @@ def test_crash_after_reserving_a_lookup_holds_the_window_then_reconciles(
     ]
 
 
+@pytest.mark.slow
 def test_crash_after_lookup_before_record_looks_up_again_next_window(
     store_url: str, receiver_path: Path, settings: LedgerSettings
 ) -> None:

@@ -33,7 +33,7 @@ from effectledger.audit import verify_chain
 from effectledger.callers.tools import DispatchTool
 from tests.conftest import admit
 
-REPLY_DELAY_S = 0.3
+REPLY_DELAY_S = 0.5
 REFUSE_CONFIRMATION = """
 CREATE TRIGGER refuse_confirmation BEFORE INSERT ON audit_events
 WHEN NEW.event_type = 'ProviderAcceptanceConfirmed'
