@@ -30,7 +30,7 @@ from effectledger import (
     StorageError,
     open_store,
 )
-from effectledger.store.sqlite import MAX_ATTEMPTS
+from effectledger.store.sqlite import MAX_ATTEMPTS, SQLiteStore
 from tests.faults import driver
 from tests.faults._harness import CONTEXT, START, Survivor, spawn_all, survivor
 
@@ -249,12 +249,15 @@ def test_admissions_racing_from_processes_resolve_to_one_row_each(
 
 def test_connections_opening_a_new_ledger_file_at_once_all_succeed(tmp_path: Path) -> None:
     """Eight stores opened at once on a brand-new file all open it; none reports it busy."""
+
+    def open_at_once(url: str) -> list[object]:
+        return race(8, lambda _: open_store(url))
+
     for trial in range(60):
-        url = f"sqlite:///{tmp_path / f'new-{trial}.db'}"
-        opened = race(8, lambda _: open_store(url))  # noqa: B023 - called before the next trial
+        opened = open_at_once(f"sqlite:///{tmp_path / f'new-{trial}.db'}")
         try:
-            assert all(hasattr(store, "write") for store in opened), opened
+            assert all(isinstance(store, SQLiteStore) for store in opened), opened
         finally:
             for store in opened:
-                if not isinstance(store, BaseException):
-                    store.close()  # type: ignore[attr-defined]
+                if isinstance(store, SQLiteStore):
+                    store.close()
