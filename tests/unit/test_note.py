@@ -172,7 +172,7 @@ def test_generated_signer_round_trips_and_hides_its_seed() -> None:
     signer = generate_signer("log.example/audit")
     assert Signer.from_key_string(signer.key_string()).verifier() == signer.verifier()
     assert Verifier.from_key_string(signer.verifier().key_string()) == signer.verifier()
-    secret = signer.key_string().rsplit("+", 1)[1]
+    secret = signer.key_string().split("+", 4)[4]  # the base64 may itself contain "+"
     assert secret not in repr(signer)
     assert signer.key_string().startswith("PRIVATE+KEY+log.example/audit+")
     assert generate_signer("log.example/audit").key_id != signer.key_id
