@@ -313,3 +313,29 @@ def test_a_checkpoint_forged_into_the_store_stops_the_sealer(
     with pytest.raises(LogKeyInvalid):
         LogSealer(sealed, SIGNER).seal("acme")
     assert count_rows(store_url, "log_entries") == 12
+
+
+def test_reformatted_details_are_not_an_edit(
+    ledger: Ledger,
+    context: Context,
+    receiver: SimulatedReceiver,
+    store: Store,
+    store_url: str,
+    clock: ManualClock,
+    tmp_path: Path,
+) -> None:
+    """Whitespace added to a stored details_json changes no content: it seals and verifies."""
+    make_history(ledger, receiver, context)
+    _drop_triggers(store_url, "audit_events_no_update")
+    target = _event(store, "op-ok", 3)
+    spaced = target["details_json"].replace(",", ", ").replace(":", ": ")
+    raw_sql(
+        store_url,
+        f"UPDATE audit_events SET details_json = '{spaced}' "
+        f"WHERE event_id = '{target['event_id']}'",
+    )
+    LogSealer(store, SIGNER, clock=clock).seal("acme")
+    bundle = tmp_path / "acme.jsonl"
+    export_log(store, "acme", bundle, clock=clock)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings

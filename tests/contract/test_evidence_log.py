@@ -23,7 +23,13 @@ from effectledger.audit.commands import seal_loop
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.note import open_checkpoint
-from effectledger.audit.record import body_from_event, entry_bytes, leaf_of_entry
+from effectledger.audit.record import (
+    body_from_event,
+    body_from_row,
+    entry_bytes,
+    entry_from_row,
+    leaf_of_entry,
+)
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
@@ -276,3 +282,18 @@ def test_the_seal_loop_reports_waits_beyond_the_maximum_delay(
     assert "longest wait 9.0 s" in out.getvalue()
     assert "waited longer than the maximum delay of 4.0 s" in out.getvalue()
     assert sealer.pending("acme") == (0, None)
+
+
+def test_the_fast_row_encoding_equals_the_canonical_encoding(
+    ledger: Ledger, context: Context, receiver: SimulatedReceiver, store: Store
+) -> None:
+    """Splicing the stored details gives exactly the canonical bytes for every ledger row."""
+    operations = make_history(ledger, receiver, context)
+    for operation in operations:
+        rows = store.read(
+            lambda tx, op=operation: tx.all(
+                "events_for_operation", {"tenant_id": "acme", "operation_id": op}
+            )
+        )
+        for row in rows:
+            assert entry_from_row(row) == entry_bytes(body_from_row(row))

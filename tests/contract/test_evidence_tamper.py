@@ -297,3 +297,36 @@ def test_a_bundle_without_checkpoints_does_not_verify(bundle: Path) -> None:
     write_lines(bundle, lines)
     assert _primary(bundle) == "checkpoint_missing"
     assert "checkpoint_missing" in _codes(verify_bundle(bundle, [VERIFIER_KEY]))
+
+
+def test_dropped_proof_lines_are_made_up_for_by_the_events(bundle: Path) -> None:
+    """Without its consistency lines a complete log still verifies: its events show consistency."""
+    lines = [line for line in read_lines(bundle) if parsed(line)["type"] != "consistency"]
+    write_lines(bundle, lines)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings
+    assert report.checkpoints == 3
+
+
+def test_a_forged_key_rotation_hands_over_nothing(bundle: Path) -> None:
+    """A 'rotation' to a rogue key that the genuine key did not co-sign grants no trust."""
+    from effectledger.audit.keys import rotation_line
+
+    lines = read_lines(bundle)
+    tree_root = MerkleTree(
+        [
+            bytes.fromhex(parsed(line)["leaf_hash"])
+            for line in lines
+            if parsed(line)["type"] == "event"
+        ]
+    ).root()
+    forged = Checkpoint(
+        "effectledger/acme",
+        12,
+        tree_root,
+        (rotation_line(SIGNER.verifier(), ROGUE_SIGNER.verifier()),),
+    )
+    lines.append(checkpoint_line(4, sign_checkpoint(forged, [ROGUE_SIGNER])))
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "unknown_key"
+    assert verify_bundle(bundle, [VERIFIER_KEY]).checkpoints == 3

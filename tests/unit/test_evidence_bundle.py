@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.bundle import event_line, parse_event_line, parse_line
+from effectledger.audit.bundle import event_line, parse_event_line, parse_line, scan_event_line
 from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
 from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
 
@@ -62,6 +62,15 @@ def test_the_fast_slice_equals_a_full_parse(
     assert parsed.prev_hash == GENESIS_HASH
     assert parsed.event_hash == parsed.stated_event_hash
     assert parsed.body() == body
+    assert scan_event_line(line.rstrip(b"\n")) == (
+        parsed.leaf_hash,
+        parsed.event_hash.encode(),
+        position,
+        b"op-1",
+        GENESIS_HASH.encode(),
+        sequence,
+        b"acme",
+    )
 
 
 def test_an_id_with_escapes_takes_the_full_parse() -> None:
@@ -69,7 +78,16 @@ def test_an_id_with_escapes_takes_the_full_parse() -> None:
     body = _body(operation_id='op "quoted"')
     data = entry_bytes(body)
     line = event_line(data, hash_of_entry(data), leaf_of_entry(data), 0).rstrip(b"\n")
+    assert scan_event_line(line) is None
     assert parse_event_line(line).operation_id == 'op "quoted"'
+
+
+def test_a_line_whose_stated_hash_differs_leaves_the_fast_path() -> None:
+    """The fast path only takes a line whose stated hashes it reproduces."""
+    data = entry_bytes(_body())
+    line = event_line(data, "0" * 64, leaf_of_entry(data), 0).rstrip(b"\n")
+    assert scan_event_line(line) is None
+    assert parse_event_line(line).stated_event_hash == "0" * 64
 
 
 @pytest.mark.parametrize(

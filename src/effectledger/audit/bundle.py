@@ -23,6 +23,7 @@ hashes that slice directly and re-encodes only lines that are not canonical.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from effectledger.audit.keys import origin_for
-from effectledger.audit.record import event_from_body, hash_of_entry, leaf_of_entry
+from effectledger.audit.record import EVENT_DOMAIN, event_from_body, hash_of_entry, leaf_of_entry
 from effectledger.canonical import canonical_bytes
 from effectledger.errors import InvalidInput
 from effectledger.model import AuditEvent
@@ -49,6 +50,7 @@ __all__ = [
     "parse_event_line",
     "parse_line",
     "read_events",
+    "scan_event_line",
 ]
 
 FORMAT: Final = "effectledger-evidence/1"
@@ -243,6 +245,64 @@ def _slow(line: bytes) -> EventLine:
         operation_id=body["operation_id"],
         sequence=body["sequence"],
         prev_hash=body["prev_hash"],
+    )
+
+
+_sha256 = hashlib.sha256
+_TYPE_END: Final = b',"type":"event"}'
+ScannedEvent = tuple[bytes, bytes, int, bytes, bytes, int, bytes]
+
+
+def scan_event_line(line: bytes) -> ScannedEvent | None:
+    """The verifier's fast path for a canonical event line whose stated hashes hold.
+
+    Returns ``(leaf_hash, event_hash, position, operation_id, prev_hash, sequence, tenant_id)``
+    with the hashes as hex bytes and the ids as their UTF-8 bytes, or ``None`` whenever the line
+    is not in exactly the canonical shape or a stated hash differs (the caller then uses
+    :func:`parse_event_line`). Fields are found by fixed offsets and by searching for ``","key":``,
+    which in canonical JSON occurs only as structure (a quote inside a string is escaped).
+    """
+    if not line.startswith(_EVENT_START) or not line.endswith(_TYPE_END):
+        return None
+    cut = line.rfind(_SUFFIX_START)
+    hashed = cut + 15
+    leaf_at = hashed + 79
+    digits = line[leaf_at + 77 : -16]
+    if (
+        cut < 12
+        or line[hashed + 64 : leaf_at] != b'","leaf_hash":"'
+        or line[leaf_at + 64 : leaf_at + 77] != b'","position":'
+        or not digits.isdigit()
+        or (digits[0] == 48 and len(digits) > 1)
+        or line[cut - 2 : cut] != b'"}'
+    ):
+        return None
+    entry = line[9:cut]
+    event_hash = _sha256(EVENT_DOMAIN + entry).hexdigest().encode()
+    leaf = _sha256(b"\x00" + entry).digest()
+    if (
+        event_hash != line[hashed : hashed + 64]
+        or leaf.hex().encode() != line[leaf_at : leaf_at + 64]
+    ):
+        return None
+    at = line.rfind(_TAIL_START, 9, cut)
+    end = line.find(b'","prev_hash":"', at, cut) if at > 0 else -1
+    seq_at = line.find(b',"sequence":', end, cut) if end > 0 else -1
+    tenant_at = line.find(b',"tenant_id":"', seq_at, cut) if seq_at > 0 else -1
+    if tenant_at < 0 or line[end + 79 : end + 95] != b'","recorded_us":':
+        return None
+    operation, tenant = line[at + 17 : end], line[tenant_at + 14 : cut - 2]
+    sequence = line[seq_at + 12 : tenant_at]
+    if not sequence.isdigit() or b"\\" in operation or b"\\" in tenant:
+        return None
+    return (
+        leaf,
+        event_hash,
+        int(digits),
+        operation,
+        line[end + 15 : end + 79],
+        int(sequence),
+        tenant,
     )
 
 

@@ -35,7 +35,7 @@ from effectledger.audit.bundle import (
     inclusion_line,
 )
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.record import body_from_row, entry_bytes
+from effectledger.audit.record import stored_entry
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     ConstraintViolation,
@@ -147,7 +147,7 @@ def _checkpoint_lines(row: Row) -> bytes:
 
 
 def _entry_line(row: Row) -> bytes:
-    entry = entry_bytes(body_from_row(row))
+    entry = stored_entry(row)
     return event_line(entry, row["event_hash"], bytes.fromhex(row["leaf_hash"]), row["position"])
 
 

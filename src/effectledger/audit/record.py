@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from effectledger.audit.chain import event_body
-from effectledger.canonical import canonical_bytes
+from effectledger.canonical import canonical_bytes, encode
+from effectledger.errors import InvalidInput
 from effectledger.model import AuditEvent, from_micros, to_micros
 
 __all__ = [
@@ -34,10 +35,12 @@ __all__ = [
     "body_from_event",
     "body_from_row",
     "entry_bytes",
+    "entry_from_row",
     "event_from_body",
     "event_from_row",
     "hash_of_entry",
     "leaf_of_entry",
+    "stored_entry",
 ]
 
 EVENT_DOMAIN: Final = b"effectledger/event/v1\n"
@@ -87,6 +90,30 @@ def entry_bytes(body: Mapping[str, Any]) -> bytes:
     return canonical_bytes(body)
 
 
+def _text(value: Any) -> str:
+    return "null" if value is None else encode(value)
+
+
+def entry_from_row(row: Mapping[str, Any]) -> bytes:
+    """The canonical bytes of a stored row, splicing its stored ``details_json`` as it is.
+
+    The ledger stores ``details_json`` in canonical form, so this equals
+    ``entry_bytes(body_from_row(row))`` for every row it wrote, about four times faster. A row
+    whose ``details_json`` was rewritten gives other bytes, so callers compare the result's hash
+    with the stored ``event_hash`` (the sealer does) or leave that to verification (the exporter).
+    """
+    return (
+        f'{{"actor":{_text(row["actor"])},"attempt_id":{_text(row["attempt_id"])},'
+        f'"details":{row["details_json"]},"event_id":{_text(row["event_id"])},'
+        f'"event_type":{_text(row["event_type"])},'
+        f'"evidence_reference":{_text(row["evidence_reference"])},'
+        f'"observation_id":{_text(row["observation_id"])},'
+        f'"operation_id":{_text(row["operation_id"])},"prev_hash":{_text(row["prev_hash"])},'
+        f'"recorded_us":{int(row["recorded_us"])},"sequence":{int(row["sequence"])},'
+        f'"tenant_id":{_text(row["tenant_id"])}}}'
+    ).encode()
+
+
 def hash_of_entry(entry: bytes) -> str:
     """The hex ``event_hash`` of an event given its canonical bytes."""
     return _sha256(EVENT_DOMAIN + entry).hexdigest()
@@ -119,3 +146,20 @@ def event_from_body(body: Mapping[str, Any], event_hash: str) -> AuditEvent:
 def event_from_row(row: Mapping[str, Any]) -> AuditEvent:
     """An :class:`~effectledger.model.AuditEvent` from a stored ``audit_events`` row."""
     return event_from_body(body_from_row(row), row["event_hash"])
+
+
+def stored_entry(row: Mapping[str, Any]) -> bytes:
+    """A stored row's entry bytes as they hash to its stored ``event_hash`` if at all possible.
+
+    Tries the fast splice of :func:`entry_from_row`, then a full re-encoding (for a
+    ``details_json`` that was merely reformatted); if neither reproduces the stored hash the row
+    was changed, and the spliced bytes are returned as they are, for the caller to judge.
+    """
+    entry = entry_from_row(row)
+    if hash_of_entry(entry) == row["event_hash"]:
+        return entry
+    try:
+        canonical = entry_bytes(body_from_row(row))
+    except (ValueError, InvalidInput):
+        return entry
+    return canonical if hash_of_entry(canonical) == row["event_hash"] else entry

@@ -37,7 +37,7 @@ from effectledger.audit.note import (
     open_checkpoint,
     sign_checkpoint,
 )
-from effectledger.audit.record import body_from_row, entry_bytes, hash_of_entry, leaf_of_entry
+from effectledger.audit.record import hash_of_entry, leaf_of_entry, stored_entry
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AuditVerificationFailed,
@@ -301,7 +301,7 @@ class LogSealer:
                 event_id=row["pending_event_id"],
             )
         where = {"event_id": row["event_id"], "operation_id": row["operation_id"]}
-        entry = entry_bytes(body_from_row(row))
+        entry = stored_entry(row)
         computed = hash_of_entry(entry)
         if computed != row["event_hash"]:
             raise _refuse(

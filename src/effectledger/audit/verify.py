@@ -28,13 +28,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from effectledger.audit.bundle import FORMAT, KIND_LOG, KIND_RECEIPT, EventLine, parse_line
+from effectledger.audit.bundle import (
+    FORMAT,
+    KIND_LOG,
+    KIND_RECEIPT,
+    EventLine,
+    parse_line,
+    scan_event_line,
+)
 from effectledger.audit.chain import GENESIS_HASH
+from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.diagnose import Finding, diagnose
 from effectledger.audit.frontier import Frontier
-from effectledger.audit.keys import key_epochs, origin_for, parse_verifiers
-from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_consistency, verify_inclusion
-from effectledger.audit.note import Checkpoint, NoteError, Verifier, open_checkpoint
+from effectledger.audit.keys import origin_for, parse_verifiers
+from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_inclusion
+from effectledger.audit.note import Checkpoint, Verifier
 from effectledger.errors import AuditVerificationFailed, InvalidInput
 
 __all__ = ["Finding", "VerificationReport", "verify_bundle"]
@@ -75,20 +83,12 @@ class VerificationReport:
             )
 
 
-@dataclass(slots=True)
-class _Accepted:
-    index: int
-    seq: int
-    checkpoint: Checkpoint
-    signers: tuple[str, ...]
-
-
 @dataclass
 class _Scan:
     header: dict[str, Any] | None = None
     findings: list[Finding] = field(default_factory=list)
     leaves: list[bytes] = field(default_factory=list)
-    chains: dict[str, tuple[int, str]] = field(default_factory=dict)
+    chains: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
     suspicious: bool = False
     notes: list[tuple[int, str]] = field(default_factory=list)
     consistency: dict[tuple[int, int], list[bytes] | None] = field(default_factory=dict)
@@ -116,13 +116,32 @@ def _hashes(value: object) -> list[bytes] | None:
 def _scan(source: Source) -> _Scan:
     scan = _Scan()
     malformed = scan.findings.append
-    tenant: str | None = None
+    tenant: bytes | None = None
     receipt = False
     leaves, chains = scan.leaves, scan.chains
+    add_leaf = leaves.append
+    genesis = GENESIS_HASH.encode()
     for number, raw in enumerate(_lines(source), start=1):
-        if not raw.endswith(b"\n"):
+        if raw.endswith(b"\n"):
+            line = raw[:-1]
+        else:
+            line = raw
             malformed(Finding(code="bundle_malformed", message=f"line {number} is incomplete"))
-        line = raw.rstrip(b"\n")
+        fast = None if number == 1 or receipt else scan_event_line(line)
+        if fast is not None:  # the common case, kept lean: one canonical, consistent line
+            leaf, event_hash, position, operation, prev_hash, sequence, owner = fast
+            state = chains.get(operation)
+            expected = (1, genesis) if state is None else (state[0] + 1, state[1])
+            if (
+                position != len(leaves)
+                or owner != tenant
+                or sequence != expected[0]
+                or prev_hash != expected[1]
+            ):
+                scan.suspicious = True
+            chains[operation] = (sequence, event_hash)
+            add_leaf(leaf)
+            continue
         try:
             kind, value = parse_line(line)
         except ValueError as exc:
@@ -134,147 +153,60 @@ def _scan(source: Source) -> _Scan:
                 malformed(Finding(code="bundle_malformed", message="line 1 is not a bundle header"))
                 return scan
             scan.header = value
-            tenant = value.get("tenant_id")
+            owner_id = value.get("tenant_id")
+            tenant = owner_id.encode() if isinstance(owner_id, str) else None
             receipt = value.get("kind") == KIND_RECEIPT
-            continue
-        if kind == "event":
-            if receipt:
-                scan.receipt_events.append(value)
-                continue
-            event: EventLine = value
-            state = chains.get(event.operation_id)
-            if (
-                event.position != len(leaves)
-                or event.event_hash != event.stated_event_hash
-                or event.leaf_hash.hex() != event.stated_leaf_hash
-                or event.tenant_id != tenant
-                or (
-                    (event.sequence, event.prev_hash) != (1, GENESIS_HASH)
-                    if state is None
-                    else (event.sequence, event.prev_hash) != (state[0] + 1, state[1])
-                )
-            ):
-                scan.suspicious = True
-            chains[event.operation_id] = (event.sequence, event.event_hash)
-            leaves.append(event.leaf_hash)
-        elif kind == "checkpoint":
-            note, seq = value.get("note"), value.get("seq")
-            if not isinstance(note, str) or not isinstance(seq, int):
-                malformed(
-                    Finding(code="bundle_malformed", message=f"line {number}: bad checkpoint")
-                )
-                continue
-            scan.notes.append((seq, note))
-        elif kind == "consistency":
-            sizes = (value.get("old_size"), value.get("new_size"))
-            if all(isinstance(size, int) for size in sizes):
-                scan.consistency[(int(sizes[0]), int(sizes[1]))] = _hashes(value.get("proof"))
-            else:
-                malformed(Finding(code="bundle_malformed", message=f"line {number}: bad proof"))
-        elif kind == "inclusion":
-            if isinstance(value.get("event_id"), str):
-                scan.inclusions[value["event_id"]] = value
+        elif kind == "event":
+            _event(scan, value, tenant, receipt)
         else:
-            malformed(Finding(code="bundle_malformed", message=f"line {number}: a second header"))
+            _other(scan, kind, value, number)
     return scan
 
 
-_NOTE_CODES = {
-    "note_unverified": "unknown_key",
-    "note_bad_signature": "checkpoint_signature_invalid",
-    "key_invalid": "checkpoint_signature_invalid",
-    "note_malformed": "checkpoint_malformed",
-    "checkpoint_malformed": "checkpoint_malformed",
-    "checkpoint_origin_mismatch": "checkpoint_origin_mismatch",
-}
+def _event(scan: _Scan, event: EventLine, tenant: bytes | None, receipt: bool) -> None:
+    """Account for an event line the fast path could not take."""
+    if receipt:
+        scan.receipt_events.append(event)
+        return
+    operation = event.operation_id.encode()
+    prev_hash = event.prev_hash.encode()
+    state = scan.chains.get(operation)
+    if (
+        event.position != len(scan.leaves)
+        or event.event_hash != event.stated_event_hash
+        or event.leaf_hash.hex() != event.stated_leaf_hash
+        or event.tenant_id.encode() != tenant
+        or (
+            (event.sequence, prev_hash) != (1, GENESIS_HASH.encode())
+            if state is None
+            else (event.sequence, prev_hash) != (state[0] + 1, state[1])
+        )
+    ):
+        scan.suspicious = True
+    scan.chains[operation] = (event.sequence, event.event_hash.encode())
+    scan.leaves.append(event.leaf_hash)
 
 
-def _open(
-    note: str, allowed: Sequence[Verifier], origin: str, label: str
-) -> tuple[Checkpoint | None, tuple[str, ...], Finding | None]:
-    try:
-        checkpoint, signatures = open_checkpoint(note, allowed, origin=origin)
-    except NoteError as exc:
-        code = _NOTE_CODES.get(exc.code, "checkpoint_malformed")
-        message = f"{label} {exc}"
-        if exc.code == "note_unverified" and exc.note is not None:
-            names = ", ".join(f"{s.name}+{s.key_id:08x}" for s in exc.note.unverified_signatures)
-            message = f"{label} is signed by no trusted key (signed by: {names or 'nobody'})"
-        return None, (), Finding(code=code, message=message)
-    return checkpoint, tuple(signature.name for signature in signatures), None
-
-
-class _Checkpoints:
-    """Signature and consistency checks over a bundle's checkpoints."""
-
-    def __init__(self, scan: _Scan, trusted: Sequence[Verifier], origin: str) -> None:
-        self.findings: list[Finding] = []
-        self.accepted: list[_Accepted] = []
-        self.unproven: list[tuple[_Accepted, _Accepted]] = []
-        self.trusted = list(trusted)
-        notes = [note for _, note in scan.notes]
-        epochs = key_epochs(notes)
-        chain_trusted = epochs is not None and any(e.key in self.trusted for e in epochs)
-        if chain_trusted and epochs is not None:
-            self.trusted += [e.key for e in epochs if e.key not in self.trusted]
-        for index, (seq, note) in enumerate(scan.notes):
-            if epochs is None:
-                allowed = list(trusted)
-            elif chain_trusted:
-                allowed = [
-                    e.key
-                    for e in epochs
-                    if e.first <= index and (e.last is None or index <= e.last)
-                ]
-            else:
-                allowed = []
-            checkpoint, signers, finding = _open(note, allowed, origin, f"checkpoint #{seq}")
-            if finding is not None:
-                self.findings.append(finding)
-                continue
-            assert checkpoint is not None
-            self._accept(_Accepted(index, seq, checkpoint, signers), scan)
-
-    def _accept(self, current: _Accepted, scan: _Scan) -> None:
-        if not self.accepted:
-            self.accepted.append(current)
+def _other(scan: _Scan, kind: str, value: dict[str, Any], number: int) -> None:
+    """Record a checkpoint, consistency or inclusion line."""
+    malformed = scan.findings.append
+    if kind == "checkpoint":
+        note, seq = value.get("note"), value.get("seq")
+        if not isinstance(note, str) or not isinstance(seq, int):
+            malformed(Finding(code="bundle_malformed", message=f"line {number}: bad checkpoint"))
             return
-        previous = self.accepted[-1]
-        old, new = previous.checkpoint, current.checkpoint
-        if current.seq <= previous.seq:
-            if (current.seq, new) != (previous.seq, old):
-                self.findings.append(
-                    Finding(
-                        code="bundle_malformed",
-                        message=f"checkpoint #{current.seq} comes after #{previous.seq}",
-                    )
-                )
-            return
-        problem: str | None = None
-        if new.size < old.size:
-            problem = f"the log shrank from {old.size} to {new.size} leaves"
-        elif new.size == old.size:
-            if new.root_hash != old.root_hash:
-                problem = f"two different roots for {new.size} leaves"
+        scan.notes.append((seq, note))
+    elif kind == "consistency":
+        old, new = value.get("old_size"), value.get("new_size")
+        if isinstance(old, int) and isinstance(new, int):
+            scan.consistency[(old, new)] = _hashes(value.get("proof"))
         else:
-            proof = scan.consistency.get((old.size, new.size))
-            if proof is None:
-                self.unproven.append((previous, current))
-            else:
-                try:
-                    verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
-                except ProofError as exc:
-                    problem = f"the consistency proof fails: {exc}"
-        if problem is not None:
-            self.findings.append(
-                Finding(
-                    code="checkpoint_inconsistent",
-                    message=f"checkpoint #{current.seq} is inconsistent with checkpoint "
-                    f"#{previous.seq}: {problem}",
-                )
-            )
-            return
-        self.accepted.append(current)
+            malformed(Finding(code="bundle_malformed", message=f"line {number}: bad proof"))
+    elif kind == "inclusion":
+        if isinstance(value.get("event_id"), str):
+            scan.inclusions[value["event_id"]] = value
+    else:
+        malformed(Finding(code="bundle_malformed", message=f"line {number}: a second header"))
 
 
 def _roots(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
@@ -287,16 +219,6 @@ def _roots(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
             append(leaf)
         roots[size] = frontier.root()
     return roots
-
-
-def _trusted_checkpoints(
-    notes: Sequence[str], checks: _Checkpoints, origin: str
-) -> list[tuple[Checkpoint | None, Finding | None]]:
-    opened: list[tuple[Checkpoint | None, Finding | None]] = []
-    for number, note in enumerate(notes, start=1):
-        checkpoint, _, finding = _open(note, checks.trusted, origin, f"kept checkpoint {number}")
-        opened.append((checkpoint, finding))
-    return opened
 
 
 def verify_bundle(
@@ -345,20 +267,25 @@ def verify_bundle(
         return dataclasses.replace(empty, findings=(*scan.findings, bad))
     assert isinstance(tenant, str)
     findings = list(scan.findings)
-    checks = _Checkpoints(scan, verifiers, origin)
-    findings += checks.findings
-    kept = _trusted_checkpoints(trusted_checkpoints, checks, origin)
-    findings += [finding for _, finding in kept if finding is not None]
-    accepted = checks.accepted
+    checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
+    kept = checks.open_kept(trusted_checkpoints)
     if kind == KIND_RECEIPT:
-        findings += _receipt_findings(scan, accepted)
+        checks.settle(None, 0)
+        findings += checks.findings
+        findings += [finding for _, finding in kept if finding is not None]
+        findings += _receipt_findings(scan, checks.accepted)
         events, operations = (
             len(scan.receipt_events),
             len({event.operation_id for event in scan.receipt_events}),
         )
     else:
-        findings += _log_findings(source, scan, checks, [c for c, _ in kept if c], tenant)
+        roots = _roots(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
+        checks.settle(roots, len(scan.leaves))
+        findings += checks.findings
+        findings += [finding for _, finding in kept if finding is not None]
+        findings += _log_findings(source, scan, checks, roots, [c for c, _ in kept if c], tenant)
         events, operations = len(scan.leaves), len(scan.chains)
+    accepted = checks.accepted
     if not accepted and not any(f.code != "bundle_malformed" for f in findings):
         findings.append(Finding(code="checkpoint_missing", message="no signed checkpoint"))
     last = accepted[-1].checkpoint if accepted else None
@@ -388,28 +315,19 @@ def _unique(findings: Iterable[Finding]) -> Iterator[Finding]:
 def _log_findings(
     source: Source,
     scan: _Scan,
-    checks: _Checkpoints,
+    checks: CheckpointChecks,
+    roots: dict[int, bytes],
     kept: Sequence[Checkpoint],
     tenant: str,
 ) -> list[Finding]:
     findings: list[Finding] = []
     accepted = checks.accepted
     count = len(scan.leaves)
-    roots = _roots(scan.leaves, [a.checkpoint.size for a in accepted] + [c.size for c in kept])
     mismatched = [
         a
         for a in accepted
         if a.checkpoint.size in roots and roots[a.checkpoint.size] != a.checkpoint.root_hash
     ]
-    for previous, current in checks.unproven:
-        if previous in mismatched or current in mismatched or current.checkpoint.size > count:
-            findings.append(
-                Finding(
-                    code="checkpoint_inconsistent",
-                    message=f"no consistency proof links checkpoint #{previous.seq} to "
-                    f"#{current.seq} and the events do not reproduce both",
-                )
-            )
     latest = accepted[-1].checkpoint.size if accepted else None
     for checkpoint in kept:
         if latest is not None and checkpoint.size > latest:
@@ -448,7 +366,7 @@ def _log_findings(
     return findings
 
 
-def _receipt_findings(scan: _Scan, accepted: Sequence[_Accepted]) -> list[Finding]:
+def _receipt_findings(scan: _Scan, accepted: Sequence[Accepted]) -> list[Finding]:
     findings: list[Finding] = []
     roots = {a.checkpoint.size: a.checkpoint.root_hash for a in accepted}
     for event in scan.receipt_events:

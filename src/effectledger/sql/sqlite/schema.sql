@@ -88,11 +88,12 @@ END;
 
 -- Evidence: the Merkle log, signed checkpoints and export cursors (migration 3).
 
--- Events committed but not yet given a log position, in commit order (pending_id).
+-- Events committed but not yet given a log position, in commit order (pending_id). Kept lean:
+-- every audit event writes one row here. (event_id is unique through audit_events' key.)
 CREATE TABLE log_pending (
     pending_id  INTEGER PRIMARY KEY,
     tenant_id   TEXT    NOT NULL,
-    event_id    TEXT    NOT NULL UNIQUE,
+    event_id    TEXT    NOT NULL,
     recorded_us INTEGER NOT NULL
 );
 

@@ -4,11 +4,12 @@
 -- batch while holding the tenant's log_heads row (SELECT ... FOR UPDATE).
 
 -- Events committed but not yet given a log position. An event's pending_id is drawn before its
--- transaction commits, so an operation's later event always has a larger pending_id.
+-- transaction commits, so an operation's later event always has a larger pending_id. Kept lean:
+-- every audit event writes one row here. (event_id is unique through audit_events' key.)
 CREATE TABLE log_pending (
     pending_id  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id   TEXT   NOT NULL,
-    event_id    TEXT   NOT NULL UNIQUE,
+    event_id    TEXT   NOT NULL,
     recorded_us BIGINT NOT NULL
 );
 
