@@ -23,6 +23,7 @@ from effectledger.errors import ExportCursorMismatch
 from effectledger.store import Store
 from tests.conftest import admit
 from tests.evidence_support import (
+    NEW_SIGNER,
     SIGNER,
     VERIFIER_KEY,
     canonical_line,
@@ -289,3 +290,32 @@ def test_a_kept_checkpoint_is_extended_by_a_later_bundle(
     export_log(store, "acme", bundle, clock=clock)
     report = verify_bundle(bundle, [VERIFIER_KEY], trusted_checkpoints=[kept.note])
     assert report.ok, report.findings
+
+
+def test_a_receipt_after_a_key_rotation_verifies_with_the_old_key(
+    ledger: Ledger,
+    context: Context,
+    receiver: SimulatedReceiver,
+    store: Store,
+    clock: ManualClock,
+    tmp_path: Path,
+) -> None:
+    """A receipt carries the co-signed rotation, so a reviewer holding the old key follows it."""
+    _sealed_history(ledger, context, receiver, store, clock)
+    LogSealer(store, SIGNER, clock=clock).rotate_key("acme", NEW_SIGNER)
+    admit(ledger, context, receiver, "op-new")
+    LogSealer(store, NEW_SIGNER, clock=clock).seal("acme")
+    receipt = tmp_path / "receipt.jsonl"
+    prove_events(store, "acme", [ledger.events(context, "op-new")[0].event_id], receipt)
+    assert [parsed(line)["type"] for line in read_lines(receipt)] == [
+        "bundle",
+        "checkpoint",
+        "consistency",
+        "checkpoint",
+        "event",
+        "inclusion",
+    ]
+    for trusted in (SIGNER.verifier(), NEW_SIGNER.verifier()):
+        report = verify_bundle(receipt, [trusted])
+        assert report.ok, report.findings
+        assert report.size == 13

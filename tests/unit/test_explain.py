@@ -133,3 +133,21 @@ def test_nothing_or_several_operations_cannot_be_explained() -> None:
     other = AuditEvent(**{**{f: getattr(two, f) for f in two.__slots__}, "operation_id": "op-2"})
     with pytest.raises(InvalidInput):
         explain([one, other])
+
+
+def test_observation_ids_are_shown_so_replays_are_recognisable() -> None:
+    """An observation's stable id appears in its sentence beside its evidence."""
+    accepted = _events(
+        ADMITTED,
+        CLAIMED,
+        ("ProviderAcceptanceConfirmed", {"outcome": "Accepted", "provider_reference": "rcpt-9"}),
+    )[2]
+    replayed = AuditEvent(
+        **{
+            **{name: getattr(accepted, name) for name in accepted.__slots__},
+            "evidence_reference": "reply/9",
+            "observation_id": "obs-42",
+        }
+    )
+    text = explain([*_events(ADMITTED, CLAIMED), replayed])[2].text
+    assert "(evidence reply/9, observation id obs-42)" in text

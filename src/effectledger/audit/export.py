@@ -34,7 +34,9 @@ from effectledger.audit.bundle import (
     header_line,
     inclusion_line,
 )
+from effectledger.audit.keys import parse_rotation
 from effectledger.audit.merkle import MerkleTree
+from effectledger.audit.note import Checkpoint, NoteError
 from effectledger.audit.record import stored_entry
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
@@ -344,6 +346,32 @@ def _tree(store: Store, tenant_id: str, size: int) -> MerkleTree:
     return tree
 
 
+def _rotations(store: Store, tenant_id: str, before: int) -> list[Row]:
+    """The tenant's key-rotation checkpoints before checkpoint ``before``, in order.
+
+    A receipt carries them so that a reviewer who trusts an earlier key can follow each
+    co-signed hand-over to the key that signed the latest checkpoint.
+    """
+    found: list[Row] = []
+    seq = 0
+    while seq < before:
+        params = {"tenant_id": tenant_id, "seq": seq, "limit": 1000}
+        page = store.read(partial(_all, "log_checkpoints_after", params))
+        if not page:
+            break
+        for row in page:
+            if int(row["seq"]) >= before:
+                return found
+            text = row["note"][: row["note"].rfind("\n\n") + 1]
+            try:
+                if parse_rotation(Checkpoint.parse(text)) is not None:
+                    found.append(row)
+            except NoteError:
+                continue
+        seq = int(page[-1]["seq"])
+    return found
+
+
 def _all(name: str, params: dict[str, object], tx: Transaction) -> list[Row]:
     return tx.all(name, params)
 
@@ -353,7 +381,9 @@ def prove_events(
 ) -> ProofReport:
     """Write a receipt bundle proving each event's inclusion in the latest checkpoint's tree.
 
-    The receipt holds the latest signed checkpoint, each event's line and its inclusion proof;
+    The receipt holds the latest signed checkpoint, each event's line and its inclusion proof,
+    and before them every key-rotation checkpoint, linked by consistency proofs, so a reviewer
+    who trusts any earlier key follows the hand-overs to the latest one.
     :func:`effectledger.audit.verify.verify_bundle` checks it offline. Raises ``NotFound`` for
     an event of no log position and ``InvalidTransition`` for one no checkpoint covers yet.
     """
@@ -378,10 +408,14 @@ def prove_events(
             )
         rows.append(row)
     tree = _tree(store, tenant_id, size)
-    lines = [
-        header_line(tenant_id, KIND_RECEIPT),
-        checkpoint_line(int(latest["seq"]), latest["note"]),
-    ]
+    lines = [header_line(tenant_id, KIND_RECEIPT)]
+    previous: int | None = None
+    for checkpoint in [*_rotations(store, tenant_id, int(latest["seq"])), latest]:
+        if previous is not None and previous != int(checkpoint["size"]):
+            proof = tree.consistency_proof(previous, int(checkpoint["size"]))
+            lines.append(consistency_line(previous, int(checkpoint["size"]), proof))
+        lines.append(checkpoint_line(int(checkpoint["seq"]), checkpoint["note"]))
+        previous = int(checkpoint["size"])
     for row in rows:
         lines.append(_entry_line(row))
         proof = tree.inclusion_proof(int(row["position"]), size)

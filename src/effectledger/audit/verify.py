@@ -236,7 +236,10 @@ def verify_bundle(
     verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
     if not verifiers:
         raise InvalidInput("name at least one trusted verifier key")
-    scan = _scan(source)
+    try:
+        scan = _scan(source)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the bundle: {exc.strerror or exc}") from exc
     header = scan.header
     empty = VerificationReport(
         tenant_id=None,
