@@ -39,7 +39,7 @@ def test_replayed_sqlite_migrations_equal_schema_sql(tmp_path: Path) -> None:
     fresh = sqlite3.connect(":memory:")
     fresh.executescript(schema("sqlite"))
     assert _objects(migrated) == _objects(fresh)
-    assert [version for version, _, _ in migrations("sqlite")] == [1, 2, 3]
+    assert (3, "evidence") in [(version, name) for version, name, _ in migrations("sqlite")]
 
 
 def test_both_dialects_name_the_same_evidence_queries() -> None:

@@ -249,9 +249,15 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_FINDINGS_SHOWN = 50
+
+
 def _print_report(report: VerificationReport) -> None:
-    for finding in report.findings:
+    for finding in report.findings[:MAX_FINDINGS_SHOWN]:
         print(f"finding [{finding.code}]: {finding.message}", file=sys.stderr)
+    hidden = len(report.findings) - MAX_FINDINGS_SHOWN
+    if hidden > 0:
+        print(f"... and {hidden} more finding(s)", file=sys.stderr)
     if report.ok:
         what = "log" if report.kind == "log" else "receipt"
         print(
