@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from effectledger.audit.chain import verify_chain
+from effectledger.audit.commands import add_evidence_commands, run_evidence_command
 from effectledger.demo import events_table, run_demo
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
 from effectledger.errors import EffectLedgerError
@@ -83,12 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 3 if any operation shown is still uncertain",
     )
 
-    audit = commands.add_parser("audit", help="read and check the audit trail")
+    audit = commands.add_parser(
+        "audit", help="read, seal, export, verify and explain the audit trail"
+    )
     audit_commands = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
     trail = audit_commands.add_parser("trail", help="print one operation's audit trail")
     _db_argument(trail)
     trail.add_argument("--tenant", required=True, help="tenant id")
     trail.add_argument("operation_id", help="the operation")
+    add_evidence_commands(audit_commands, _db_argument)
 
     recover = commands.add_parser(
         "recover", help="reconcile uncertain operations by asking the destination"
@@ -154,6 +158,8 @@ def _status(console: Console, args: argparse.Namespace) -> int:
 
 
 def _audit(console: Console, args: argparse.Namespace) -> int:
+    if args.audit_command != "trail":
+        return run_evidence_command(args)
     store = open_store(args.db)
     try:
         ledger = Ledger(store)

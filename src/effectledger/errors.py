@@ -10,10 +10,12 @@ them.
 
     EffectLedgerError                     effectledger_error (500)
     ├── InvalidInput                      invalid_input (422)
-    │   └── ToolArgumentsRejected         tool_arguments_rejected (422)
+    │   ├── ToolArgumentsRejected         tool_arguments_rejected (422)
+    │   └── LogKeyInvalid                 log_key_invalid (422)
     ├── NotFound                          not_found (404)
     ├── AdmissionDenied                   admission_denied (403)
     ├── ApprovalRefused                   approval_refused (403)
+    ├── NotPermitted                      not_permitted (403)
     ├── Conflict                          conflict (409)
     │   ├── AdmissionConflict             admission_conflict (409)
     │   ├── ConcurrentModification        concurrent_modification (409)
@@ -21,9 +23,17 @@ them.
     ├── IntegrityError                    integrity (500)
     │   ├── TamperedCommand               tampered_command (500)
     │   ├── TamperedProposal              tampered_proposal (500)
-    │   └── MissingAdmission              missing_admission (500)
+    │   ├── MissingAdmission              missing_admission (500)
+    │   └── AuditVerificationFailed       audit_verification_failed (500)
+    │         reason: bundle_malformed, checkpoint_missing, checkpoint_malformed,
+    │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
+    │                 checkpoint_inconsistent, inclusion_proof_invalid, event_edited,
+    │                 event_deleted, event_reordered, event_inserted, operation_deleted,
+    │                 log_root_mismatch
     ├── DestinationMismatch               destination_mismatch (409)
     ├── EvidenceRequired                  evidence_required (422)
+    ├── ExportFailed                      export_failed (500)
+    │   └── ExportCursorMismatch          export_cursor_mismatch (409)
     └── StorageError                      storage (503)
         ├── StorageBusy                   storage_busy (503)
         ├── ConstraintViolation           constraint_violation (409)
@@ -38,6 +48,7 @@ __all__ = [
     "AdmissionConflict",
     "AdmissionDenied",
     "ApprovalRefused",
+    "AuditVerificationFailed",
     "CommitUncertain",
     "ConcurrentModification",
     "Conflict",
@@ -45,11 +56,15 @@ __all__ = [
     "DestinationMismatch",
     "EffectLedgerError",
     "EvidenceRequired",
+    "ExportCursorMismatch",
+    "ExportFailed",
     "IntegrityError",
     "InvalidInput",
     "InvalidTransition",
+    "LogKeyInvalid",
     "MissingAdmission",
     "NotFound",
+    "NotPermitted",
     "StorageBusy",
     "StorageError",
     "TamperedCommand",
@@ -91,6 +106,12 @@ class ToolArgumentsRejected(InvalidInput):
     code = "tool_arguments_rejected"
 
 
+class LogKeyInvalid(InvalidInput):
+    """A log signing or verifier key is missing, malformed or not the key the log expects."""
+
+    code = "log_key_invalid"
+
+
 class NotFound(EffectLedgerError):
     """No such record for this tenant (another tenant's records are reported the same way)."""
 
@@ -127,6 +148,13 @@ class ApprovalRefused(EffectLedgerError):
     def __init__(self, message: str, *, reason: str, **details: Any) -> None:
         super().__init__(message, reason=reason, **details)
         self.reason = reason
+
+
+class NotPermitted(EffectLedgerError):
+    """The trusted context lacks the role this step needs; nothing was written."""
+
+    code = "not_permitted"
+    status = 403
 
 
 class Conflict(EffectLedgerError):
@@ -179,6 +207,42 @@ class MissingAdmission(IntegrityError):
     code = "missing_admission"
 
 
+class AuditVerificationFailed(IntegrityError):
+    """The audit evidence does not verify: an event, the log or a checkpoint was changed.
+
+    ``details["reason"]`` is the stable code of the first finding (one of :attr:`reasons`);
+    ``details["findings"]`` lists every finding as ``{"code", "message", ...}``.
+    """
+
+    code = "audit_verification_failed"
+    reasons: ClassVar[tuple[str, ...]] = (
+        "bundle_malformed",
+        "checkpoint_missing",
+        "checkpoint_malformed",
+        "checkpoint_origin_mismatch",
+        "checkpoint_signature_invalid",
+        "unknown_key",
+        "checkpoint_inconsistent",
+        "inclusion_proof_invalid",
+        "event_edited",
+        "event_deleted",
+        "event_reordered",
+        "event_inserted",
+        "operation_deleted",
+        "log_root_mismatch",
+    )
+
+    def __init__(self, message: str, *, reason: str, **details: Any) -> None:
+        if reason not in self.reasons:  # pragma: no cover - a programming error
+            raise ValueError(f"unknown audit verification reason {reason!r}")
+        super().__init__(message, reason=reason, **details)
+
+    @property
+    def reason(self) -> str:
+        """The stable code of the first finding."""
+        return str(self.details["reason"])
+
+
 class DestinationMismatch(EffectLedgerError):
     """The destination adapter is not bound to the persisted account and endpoint."""
 
@@ -191,6 +255,20 @@ class EvidenceRequired(EffectLedgerError):
 
     code = "evidence_required"
     status = 422
+
+
+class ExportFailed(EffectLedgerError):
+    """An export could not be written; the cursor still names the last durable batch."""
+
+    code = "export_failed"
+    status = 500
+
+
+class ExportCursorMismatch(ExportFailed):
+    """The export file and its durable cursor disagree; nothing was written to either."""
+
+    code = "export_cursor_mismatch"
+    status = 409
 
 
 class StorageError(EffectLedgerError):

@@ -17,6 +17,7 @@ from typing import Any
 
 from effectledger._failpoints import crash_point
 from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.audit.record import event_from_row
 from effectledger.canonical import canonical_bytes, digest, fingerprint
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
@@ -28,6 +29,7 @@ from effectledger.errors import (
     InvalidTransition,
     MissingAdmission,
     NotFound,
+    NotPermitted,
     TamperedCommand,
 )
 from effectledger.model import (
@@ -49,6 +51,7 @@ from effectledger.model import (
 from effectledger.store import Row, Store, Transaction
 
 __all__ = [
+    "AUDITOR_ROLE",
     "DISPATCH_WORKER",
     "RECOVERY_WORKER",
     "Ledger",
@@ -56,6 +59,7 @@ __all__ = [
     "new_id",
 ]
 
+AUDITOR_ROLE = "auditor"
 DISPATCH_WORKER = "dispatch-worker"
 RECOVERY_WORKER = "recovery-worker"
 MAX_REFERENCE_LENGTH = 512
@@ -923,6 +927,50 @@ class Ledger:
             return self._result(updated)
 
         return self.store.write(body, label="authorize_retry")
+
+    # -- corrections ---------------------------------------------------------------------
+
+    def correct_event(
+        self, context: Context, operation_id: str, *, event_id: str, reason: str
+    ) -> AuditEvent:
+        """Append an ``AuditCorrection`` event correcting ``event_id``; nothing is rewritten.
+
+        The audit trail is append-only, so a correction is a new event of the same operation
+        with details ``{"corrects": event_id, "reason": reason}``; the operation's state does not
+        change. Only a context with the :data:`AUDITOR_ROLE` role may correct
+        (:class:`NotPermitted` otherwise), and only an event of the same tenant and operation.
+        """
+        if AUDITOR_ROLE not in context.roles:
+            raise NotPermitted(f"correcting the audit trail needs the {AUDITOR_ROLE!r} role")
+        validate_identifier(operation_id, "operation_id")
+        validate_identifier(event_id, "event_id")
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInput("a correction needs a reason", field="reason")
+        _reference(reason, "reason")
+        key = self._key(context.tenant_id, operation_id)
+
+        def body(tx: Transaction) -> Row:
+            row = tx.one("operation_get", key)
+            if row is None:
+                raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+            if tx.one("event_get", {**key, "event_id": event_id}) is None:
+                raise NotFound(
+                    f"operation {operation_id} has no event {event_id}", event_id=event_id
+                )
+            updated = self._transition(
+                tx,
+                row,
+                actor=context.actor_id,
+                event_type="AuditCorrection",
+                now_us=self._now_us(),
+                details={"corrects": event_id, "reason": reason},
+            )
+            written = tx.one("event_at_sequence", {**key, "sequence": updated["version"]})
+            if written is None:  # pragma: no cover - written in this transaction
+                raise NotFound("the correction vanished")
+            return written
+
+        return event_from_row(self.store.write(body, label="correct_event"))
 
 
 def _micros(delta: timedelta) -> int:

@@ -1,0 +1,182 @@
+"""A bundle's checkpoints: signatures under the trusted keys, rotations, and consistency.
+
+:class:`CheckpointChecks` opens every checkpoint of a bundle with the verifier keys a reviewer
+trusts, following genuine co-signed key rotations (:func:`~effectledger.audit.keys.key_epochs`),
+and accepts a checkpoint only if it extends the previously accepted one: by the bundle's RFC 9162
+consistency proof or, where a proof line is missing, by the events themselves
+(:meth:`CheckpointChecks.settle`). A checkpoint that cannot be shown consistent, and everything
+accepted after it, is not used to judge the events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from effectledger.audit.diagnose import Finding
+from effectledger.audit.keys import key_epochs
+from effectledger.audit.merkle import ProofError, verify_consistency
+from effectledger.audit.note import Checkpoint, NoteError, Verifier, open_checkpoint
+
+__all__ = ["Accepted", "CheckpointChecks", "open_signed"]
+
+_NOTE_CODES = {
+    "note_unverified": "unknown_key",
+    "note_bad_signature": "checkpoint_signature_invalid",
+    "key_invalid": "checkpoint_signature_invalid",
+    "note_malformed": "checkpoint_malformed",
+    "checkpoint_malformed": "checkpoint_malformed",
+    "checkpoint_origin_mismatch": "checkpoint_origin_mismatch",
+}
+
+
+@dataclass(slots=True)
+class Accepted:
+    """A checkpoint whose signature verified and that extends the ones accepted before it."""
+
+    index: int
+    seq: int
+    checkpoint: Checkpoint
+    signers: tuple[str, ...]
+
+
+def open_signed(
+    note: str, allowed: Sequence[Verifier], origin: str, label: str
+) -> tuple[Checkpoint | None, tuple[str, ...], Finding | None]:
+    """Open one signed checkpoint; a failure becomes a finding with the matching code."""
+    try:
+        checkpoint, signatures = open_checkpoint(note, allowed, origin=origin)
+    except NoteError as exc:
+        code = _NOTE_CODES.get(exc.code, "checkpoint_malformed")
+        message = f"{label} {exc}"
+        if exc.code == "note_unverified" and exc.note is not None:
+            names = ", ".join(f"{s.name}+{s.key_id:08x}" for s in exc.note.unverified_signatures)
+            message = f"{label} is signed by no trusted key (signed by: {names or 'nobody'})"
+        return None, (), Finding(code=code, message=message)
+    return checkpoint, tuple(signature.name for signature in signatures), None
+
+
+class CheckpointChecks:
+    """Signature and consistency checks over a bundle's checkpoints, in bundle order.
+
+    ``notes`` are ``(seq, signed note)`` pairs, ``proofs`` maps ``(old_size, new_size)`` to the
+    bundle's consistency proof (``None`` for a malformed one). After construction, ``accepted``
+    holds the checkpoints that verified and were proven consistent, ``findings`` the failures;
+    :meth:`settle` decides the pairs that had no proof line.
+    """
+
+    def __init__(
+        self,
+        notes: Sequence[tuple[int, str]],
+        proofs: Mapping[tuple[int, int], list[bytes] | None],
+        trusted: Sequence[Verifier],
+        origin: str,
+    ) -> None:
+        self.findings: list[Finding] = []
+        self.accepted: list[Accepted] = []
+        self.origin = origin
+        self._proofs = proofs
+        self._unproven: list[tuple[Accepted, Accepted]] = []
+        self.trusted = list(trusted)
+        epochs = key_epochs([note for _, note in notes])
+        chain_trusted = epochs is not None and any(e.key in self.trusted for e in epochs)
+        if chain_trusted and epochs is not None:
+            self.trusted += [e.key for e in epochs if e.key not in self.trusted]
+        for index, (seq, note) in enumerate(notes):
+            if epochs is None:
+                allowed = list(trusted)
+            elif chain_trusted:
+                allowed = [
+                    e.key
+                    for e in epochs
+                    if e.first <= index and (e.last is None or index <= e.last)
+                ]
+            else:
+                allowed = []
+            checkpoint, signers, finding = open_signed(note, allowed, origin, f"checkpoint #{seq}")
+            if finding is not None:
+                self.findings.append(finding)
+            elif checkpoint is not None:
+                self._accept(Accepted(index, seq, checkpoint, signers))
+
+    def sizes(self) -> list[int]:
+        """The tree sizes of the accepted checkpoints."""
+        return [accepted.checkpoint.size for accepted in self.accepted]
+
+    def open_kept(self, notes: Sequence[str]) -> list[tuple[Checkpoint | None, Finding | None]]:
+        """Open checkpoints the reviewer kept from earlier, under the same trusted keys."""
+        return [
+            open_signed(note, self.trusted, self.origin, f"kept checkpoint {number}")[::2]
+            for number, note in enumerate(notes, start=1)
+        ]
+
+    def _inconsistent(self, previous: Accepted, current: Accepted, problem: str) -> None:
+        self.findings.append(
+            Finding(
+                code="checkpoint_inconsistent",
+                message=f"checkpoint #{current.seq} is inconsistent with checkpoint "
+                f"#{previous.seq}: {problem}",
+            )
+        )
+
+    def _accept(self, current: Accepted) -> None:
+        if not self.accepted:
+            self.accepted.append(current)
+            return
+        previous = self.accepted[-1]
+        old, new = previous.checkpoint, current.checkpoint
+        if current.seq <= previous.seq:
+            if (current.seq, new) != (previous.seq, old):
+                self.findings.append(
+                    Finding(
+                        code="bundle_malformed",
+                        message=f"checkpoint #{current.seq} comes after #{previous.seq}",
+                    )
+                )
+            return
+        if new.size < old.size:
+            self._inconsistent(previous, current, f"the log shrank to {new.size} leaves")
+            return
+        if new.size == old.size:
+            if new.root_hash != old.root_hash:
+                self._inconsistent(previous, current, f"two roots for {new.size} leaves")
+                return
+        elif (old.size, new.size) not in self._proofs:
+            self._unproven.append((previous, current))
+        else:
+            try:
+                verify_consistency(
+                    old.size,
+                    new.size,
+                    old.root_hash,
+                    new.root_hash,
+                    self._proofs[(old.size, new.size)] or [],
+                )
+            except ProofError as exc:
+                self._inconsistent(previous, current, f"the consistency proof fails: {exc}")
+                return
+        self.accepted.append(current)
+
+    def settle(self, roots: Mapping[int, bytes] | None, count: int) -> None:
+        """Decide checkpoint pairs the bundle gave no consistency proof for.
+
+        ``roots`` maps tree sizes to the roots the bundle's ``count`` events produce (``None``
+        for a receipt, which has too few events to show anything). A pair is consistent only if
+        the events reproduce both roots; otherwise the later checkpoint and everything accepted
+        after it are dropped with a ``checkpoint_inconsistent`` finding.
+        """
+        for previous, current in self._unproven:
+            if current not in self.accepted:
+                continue
+            old, new = previous.checkpoint, current.checkpoint
+            if (
+                roots is not None
+                and new.size <= count
+                and roots.get(old.size) == old.root_hash
+                and roots.get(new.size) == new.root_hash
+            ):
+                continue
+            self._inconsistent(
+                previous, current, "no consistency proof, and the events do not show one"
+            )
+            del self.accepted[self.accepted.index(current) :]

@@ -1,0 +1,256 @@
+"""A deterministic, plain-language account of one operation, every sentence citing its event.
+
+:func:`explain` turns an operation's audit events (from the database or from a verified bundle)
+into :class:`Sentence` values. Each sentence rests on exactly one event and names it by sequence
+number and event id; the same events always give the same text. Known event types get a specific
+sentence; any other type is described generically from its recorded fields, and still cited.
+
+The last sentence states where the operation stands as of its latest state-changing event. An
+operation that is IN_PROGRESS, OUTCOME_UNKNOWN or MANUAL_REVIEW is stated as **unresolved**: the
+destination may or may not have performed the effect (DESIGN.md invariant 12).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from effectledger.errors import InvalidInput
+from effectledger.model import AuditEvent, OperationState, from_micros
+
+__all__ = ["Sentence", "explain", "render"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sentence:
+    """One sentence of an explanation and the event it rests on."""
+
+    text: str
+    sequence: int
+    event_id: str
+
+    def render(self) -> str:
+        """The sentence with its citation: ``text [event <sequence>, <event id>]``."""
+        return f"{self.text} [event {self.sequence}, {self.event_id}]"
+
+
+_STATE_BY_TYPE: Mapping[str, OperationState] = {
+    "OperationAdmitted": OperationState.READY,
+    "AttemptPrepared": OperationState.IN_PROGRESS,
+    "ProviderAcceptanceConfirmed": OperationState.SUCCEEDED,
+    "ProviderAcceptanceReconciled": OperationState.SUCCEEDED,
+    "PermanentRejection": OperationState.REJECTED,
+    "RetryableRejection": OperationState.RETRY_PENDING,
+    "SubmissionOutcomeUnknown": OperationState.OUTCOME_UNKNOWN,
+    "ManualReviewAssigned": OperationState.MANUAL_REVIEW,
+    "RetryAuthorized": OperationState.READY,
+    "OperationReleased": OperationState.RELEASED,
+}
+
+
+def _when(moment: datetime) -> str:
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return text + " UTC"
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _evidence(event: AuditEvent) -> str:
+    parts = []
+    if event.evidence_reference:
+        parts.append(f"evidence {event.evidence_reference}")
+    if event.observation_id:
+        parts.append(f"observation id {event.observation_id}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _attempt(event: AuditEvent) -> str:
+    return f"attempt {event.attempt_id}" if event.attempt_id else "its attempt"
+
+
+def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
+    at, actor, details = _when(event.recorded_at), event.actor, event.details
+    kind = event.event_type
+    if kind == "OperationAdmitted":
+        return (
+            f"At {at}, {actor} admitted operation {event.operation_id} (revision "
+            f"{_value(details.get('revision', '?'))}, command fingerprint "
+            f"{_value(details.get('fingerprint', '?'))}) on the authority of "
+            f"{event.evidence_reference or 'an unrecorded decision'}."
+        )
+    if kind == "AttemptPrepared":
+        return (
+            f"At {at}, {actor} claimed it for {_attempt(event)} and committed the claim before "
+            "contacting the destination."
+        )
+    if kind in ("ProviderAcceptanceConfirmed", "ProviderAcceptanceReconciled"):
+        how = (
+            "a lookup by the persisted idempotency key found that the destination had accepted"
+            if kind == "ProviderAcceptanceReconciled"
+            else "the destination confirmed it accepted"
+        )
+        return (
+            f"At {at}, {how} {_attempt(event)} with provider reference "
+            f"{_value(details.get('provider_reference', 'none'))}{_evidence(event)}."
+        )
+    if kind == "PermanentRejection":
+        return (
+            f"At {at}, the destination permanently rejected {_attempt(event)}{_evidence(event)}; "
+            "the effect did not happen."
+        )
+    if kind == "RetryableRejection":
+        return (
+            f"At {at}, the destination rejected {_attempt(event)} as retryable"
+            f"{_evidence(event)}; the effect did not happen and a retry needs explicit "
+            "authorization."
+        )
+    if kind == "SubmissionOutcomeUnknown":
+        return (
+            f"At {at}, {actor} could not establish whether the destination performed "
+            f"{_attempt(event)}{_evidence(event)}: the outcome became unknown."
+        )
+    if kind.startswith("Late") and kind.endswith("Observation"):
+        return (
+            f"At {at}, a late {_value(details.get('outcome', kind[4:-11]))} observation for "
+            f"{_attempt(event)} arrived after it no longer decided the state{_evidence(event)}; "
+            "it was recorded and changed nothing."
+        )
+    if kind == "ReconciliationStarted":
+        due = details.get("next_check_us")
+        then = ""
+        if isinstance(due, int):
+            then = f"; the next check is due at {_when(from_micros(due))}"
+        return f"At {at}, {actor} reserved a lookup of {_attempt(event)} at the destination{then}."
+    if kind == "ManualReviewAssigned":
+        deadline = details.get("deadline_us")
+        due = f", due by {_when(from_micros(deadline))}" if isinstance(deadline, int) else ""
+        return (
+            f"At {at}, {actor} escalated it to manual review by "
+            f"{_value(details.get('owner', 'an unnamed owner'))}{due}, because "
+            f"{_value(details.get('reason', 'no reason was recorded'))}."
+        )
+    if kind == "RetryAuthorized":
+        return (
+            f"At {at}, {actor} authorized retry {_value(details.get('retry', '?'))} of "
+            f"{_value(details.get('max_retries', '?'))}; the operation returned to READY with the "
+            "same idempotency key."
+        )
+    if kind == "OperationReleased":
+        reason = details.get("reason")
+        why = f" because {_value(reason)}" if reason is not None else ""
+        return (
+            f"At {at}, {actor} released it before any contact with the destination{why}; its "
+            "capacity was freed."
+        )
+    if kind == "AuditCorrection":
+        target = _value(details.get("corrects", "?"))
+        cited = f"event {target}"
+        if target in sequences:
+            cited = f"event {sequences[target]} ({target})"
+        return (
+            f"At {at}, {actor} recorded a correction of {cited}: "
+            f"{_value(details.get('reason', 'no reason was recorded'))}. The corrected event "
+            "itself is unchanged."
+        )
+    return _generic(event, at)
+
+
+def _generic(event: AuditEvent, at: str) -> str:
+    parts = [f"At {at}, {event.actor} recorded an event of type {event.event_type}"]
+    if event.attempt_id:
+        parts.append(f" for attempt {event.attempt_id}")
+    if event.details:
+        fields = ", ".join(f"{key} {_value(event.details[key])}" for key in sorted(event.details))
+        parts.append(f" with {fields}")
+    return "".join(parts) + _evidence(event) + "."
+
+
+def _standing(state: OperationState | None, last: AuditEvent, reference: str | None) -> str:
+    if state is None:
+        return "The operation has not been admitted; no effect has been attempted."
+    if state is OperationState.SUCCEEDED:
+        return (
+            "The outcome is resolved: the operation SUCCEEDED and the destination holds the "
+            f"effect under provider reference {reference or 'unrecorded'}."
+        )
+    if state is OperationState.REJECTED:
+        return "The outcome is resolved: the operation was REJECTED and no effect happened."
+    if state is OperationState.RELEASED:
+        return "The outcome is resolved: the operation was RELEASED before any contact."
+    if state is OperationState.READY:
+        return "The operation is READY: admitted, not yet dispatched; no effect was attempted."
+    if state is OperationState.RETRY_PENDING:
+        return (
+            "The operation is RETRY_PENDING: no effect happened so far, and it is only retried "
+            "if a retry policy authorizes it."
+        )
+    if state is OperationState.IN_PROGRESS:
+        return (
+            f"The outcome is unresolved: the operation is IN_PROGRESS with {_attempt(last)} "
+            "claimed and no answer recorded, so the destination may or may not have performed "
+            "the effect."
+        )
+    if state is OperationState.MANUAL_REVIEW:
+        return (
+            "The outcome is unresolved: the operation awaits MANUAL_REVIEW, and the destination "
+            "may or may not have performed the effect."
+        )
+    return (
+        "The outcome is unresolved: the operation is OUTCOME_UNKNOWN, so the destination may or "
+        "may not have performed the effect until a lookup or a reviewer settles it."
+    )
+
+
+def explain(events: Sequence[AuditEvent]) -> list[Sentence]:
+    """Explain one operation's events: one cited sentence per event, then its standing.
+
+    ``events`` must belong to one operation (any order; they are taken in sequence order).
+    Raises :class:`~effectledger.errors.InvalidInput` for no events or several operations.
+    """
+    if not events:
+        raise InvalidInput("there are no events to explain")
+    if len({(event.tenant_id, event.operation_id) for event in events}) != 1:
+        raise InvalidInput("explain one operation's events at a time")
+    ordered = sorted(events, key=lambda event: event.sequence)
+    sequences = {event.event_id: event.sequence for event in ordered}
+    sentences: list[Sentence] = []
+    state: OperationState | None = None
+    deciding: AuditEvent | None = None
+    reference: str | None = None
+    for event in ordered:
+        sentences.append(
+            Sentence(
+                text=_describe(event, sequences),
+                sequence=event.sequence,
+                event_id=event.event_id,
+            )
+        )
+        new_state = _STATE_BY_TYPE.get(event.event_type)
+        if event.event_type == "SubmissionOutcomeUnknown" and state is OperationState.MANUAL_REVIEW:
+            new_state = None  # an inconclusive answer does not end a manual review
+        if new_state is not None:
+            state, deciding = new_state, event
+            if new_state is OperationState.SUCCEEDED:
+                found = event.details.get("provider_reference")
+                reference = found if isinstance(found, str) else None
+    cited = deciding or ordered[-1]
+    sentences.append(
+        Sentence(
+            text=_standing(state, cited, reference),
+            sequence=cited.sequence,
+            event_id=cited.event_id,
+        )
+    )
+    return sentences
+
+
+def render(sentences: Sequence[Sentence]) -> str:
+    """The explanation as text, one cited sentence per line."""
+    return "".join(sentence.render() + "\n" for sentence in sentences)

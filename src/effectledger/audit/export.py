@@ -1,0 +1,434 @@
+"""Export a tenant's log to a bundle file, resumably; write receipts (inclusion proofs) for events.
+
+:func:`export_log` appends to a JSON Lines bundle (:mod:`effectledger.audit.bundle`) in batches.
+After each batch the file is flushed and fsync'ed, then the exporter's durable cursor
+(``export_cursors``: next position, last checkpoint, acknowledged file length) advances in one
+transaction. A crash between the two leaves lines the cursor does not acknowledge: the next run
+drops a torn last line, reads the unacknowledged complete lines and skips their event ids and
+checkpoints, so the file ends up with every event exactly once and in order. A file shorter than
+the cursor says, or a file without a cursor, is refused (:class:`ExportCursorMismatch`) rather
+than patched.
+
+The exporter is faithful: it writes what the database holds (an edited row, a missing position)
+and leaves judging it to :mod:`effectledger.audit.verify`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO
+
+from effectledger._failpoints import crash_point
+from effectledger.audit.bundle import (
+    KIND_RECEIPT,
+    checkpoint_line,
+    consistency_line,
+    event_line,
+    header_line,
+    inclusion_line,
+)
+from effectledger.audit.keys import parse_rotation
+from effectledger.audit.merkle import MerkleTree
+from effectledger.audit.note import Checkpoint, NoteError
+from effectledger.audit.record import stored_entry
+from effectledger.clock import Clock, SystemClock
+from effectledger.errors import (
+    ConstraintViolation,
+    ExportCursorMismatch,
+    ExportFailed,
+    InvalidInput,
+    InvalidTransition,
+    NotFound,
+)
+from effectledger.model import to_micros, validate_identifier
+from effectledger.store import Row, Store, Transaction
+
+__all__ = ["ExportReport", "ProofReport", "export_log", "prove_events"]
+
+DEFAULT_EXPORT_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportReport:
+    """What one :func:`export_log` run wrote.
+
+    ``position`` is the next log position to export; ``duplicates_skipped`` counts lines an
+    earlier, interrupted run had written but not acknowledged.
+    """
+
+    tenant_id: str
+    exporter_id: str
+    path: Path
+    events: int
+    checkpoints: int
+    position: int
+    checkpoint_seq: int
+    resumed: bool
+    duplicates_skipped: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProofReport:
+    """What :func:`prove_events` wrote: events proven in the tree of ``size`` leaves."""
+
+    tenant_id: str
+    path: Path
+    events: int
+    size: int
+    checkpoint_seq: int
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[BinaryIO]:
+    try:
+        handle = open(path, "a+b")  # noqa: SIM115 - held for the whole export
+    except OSError as exc:
+        raise ExportFailed(f"cannot open {path}: {exc.strerror}") from exc
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise ExportFailed(f"another exporter is writing {path}") from exc
+        yield handle
+    finally:
+        handle.close()
+
+
+def _durable_append(handle: BinaryIO, data: bytes) -> int:
+    handle.seek(0, os.SEEK_END)
+    handle.write(data)
+    handle.flush()
+    os.fsync(handle.fileno())
+    return handle.tell()
+
+
+def _unacknowledged(handle: BinaryIO, offset: int, path: Path) -> tuple[set[str], set[int]]:
+    """Event ids and checkpoint numbers written after ``offset``; drop a torn last line."""
+    size = handle.seek(0, os.SEEK_END)
+    if size < offset:
+        raise ExportCursorMismatch(
+            f"{path} holds {size} bytes but its cursor acknowledges {offset}: the file was "
+            "truncated or replaced; export to a new file or under a new exporter id",
+            file_size=size,
+            file_offset=offset,
+        )
+    handle.seek(offset)
+    tail = handle.read()
+    complete = tail.rfind(b"\n") + 1
+    if complete < len(tail):
+        handle.truncate(offset + complete)
+        handle.flush()
+        os.fsync(handle.fileno())
+    events: set[str] = set()
+    checkpoints: set[int] = set()
+    for line in tail[:complete].splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise ExportCursorMismatch(f"{path} has an unreadable line after its cursor") from exc
+        if value.get("type") == "event":
+            events.add(value["entry"]["event_id"])
+        elif value.get("type") == "checkpoint":
+            checkpoints.add(int(value["seq"]))
+    return events, checkpoints
+
+
+def _checkpoint_lines(row: Row) -> bytes:
+    lines = b""
+    if int(row["previous_size"]) > 0:
+        proof = [bytes.fromhex(node) for node in json.loads(row["consistency_proof"])]
+        lines += consistency_line(int(row["previous_size"]), int(row["size"]), proof)
+    return lines + checkpoint_line(int(row["seq"]), row["note"])
+
+
+def _entry_line(row: Row) -> bytes:
+    entry = stored_entry(row)
+    return event_line(entry, row["event_hash"], bytes.fromhex(row["leaf_hash"]), row["position"])
+
+
+def export_log(
+    store: Store,
+    tenant_id: str,
+    path: str | os.PathLike[str],
+    *,
+    exporter_id: str | None = None,
+    batch_size: int = DEFAULT_EXPORT_BATCH,
+    clock: Clock | None = None,
+    between_batches: Callable[[int], None] | None = None,
+) -> ExportReport:
+    """Append everything of ``tenant_id``'s log not yet exported by this exporter to ``path``.
+
+    ``exporter_id`` names the durable cursor (default: ``file:`` and the file's absolute path).
+    ``between_batches`` is called with the next position after each batch is durable in the file
+    but before the cursor records it (the window a crash is most likely to hit).
+    Raises :class:`ExportFailed` / :class:`ExportCursorMismatch` with a message; the file and the
+    cursor are then left as the last durable batch had them.
+    """
+    validate_identifier(tenant_id, "tenant_id")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput("batch_size must be a positive integer")
+    target = Path(path)
+    exporter = _Exporter(
+        store,
+        tenant_id,
+        target,
+        exporter_id or f"file:{target.resolve()}",
+        batch_size,
+        clock or SystemClock(),
+    )
+    with _locked(target) as handle:
+        try:
+            return exporter.run(handle, between_batches)
+        except OSError as exc:
+            raise ExportFailed(f"cannot write {target}: {exc.strerror or exc}") from exc
+
+
+class _Exporter:
+    """One export run: the cursor's state and what this run wrote."""
+
+    def __init__(
+        self,
+        store: Store,
+        tenant_id: str,
+        path: Path,
+        exporter_id: str,
+        batch_size: int,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.tenant_id = tenant_id
+        self.path = path
+        self.exporter_id = exporter_id
+        self.key = {"exporter_id": exporter_id, "tenant_id": tenant_id}
+        self.batch_size = batch_size
+        self.clock = clock
+        self.position = self.checkpoint_seq = self.offset = 0
+        self.events = self.checkpoints = self.skipped = 0
+        self.seen_events: set[str] = set()
+        self.seen_checkpoints: set[int] = set()
+
+    def run(self, handle: BinaryIO, between_batches: Callable[[int], None] | None) -> ExportReport:
+        resumed = self._start(handle)
+        while True:
+            rows, pending = self.store.read(self._next_batch)
+            chunk = self._lines(rows, list(pending))
+            if not chunk and not rows and not pending:
+                break
+            new_offset = _durable_append(handle, b"".join(chunk))
+            crash_point("export_after_write")
+            if between_batches is not None:
+                between_batches(self.position)
+            if self.store.write(partial(self._advance, new_offset), label="export_cursor") != 1:
+                raise ExportCursorMismatch(
+                    f"exporter {self.exporter_id}'s cursor moved during the export"
+                )
+            self.offset = new_offset
+        return ExportReport(
+            tenant_id=self.tenant_id,
+            exporter_id=self.exporter_id,
+            path=self.path,
+            events=self.events,
+            checkpoints=self.checkpoints,
+            position=self.position,
+            checkpoint_seq=self.checkpoint_seq,
+            resumed=resumed,
+            duplicates_skipped=self.skipped,
+        )
+
+    def _advance(self, new_offset: int, tx: Transaction) -> int:
+        return tx.run(
+            "export_cursor_advance",
+            {
+                **self.key,
+                "position": self.position,
+                "checkpoint_seq": self.checkpoint_seq,
+                "file_offset": new_offset,
+                "old_offset": self.offset,
+                "now_us": to_micros(self.clock.now()),
+            },
+        )
+
+    def _start(self, handle: BinaryIO) -> bool:
+        """Load or create the cursor; return whether this run resumes an earlier one."""
+        cursor = self.store.one("export_cursor_get", self.key)
+        if cursor is None:
+            if handle.seek(0, os.SEEK_END) > 0:
+                raise ExportCursorMismatch(
+                    f"{self.path} already holds data that no cursor of exporter "
+                    f"{self.exporter_id} acknowledges; export to a new file"
+                )
+            self.offset = _durable_append(handle, header_line(self.tenant_id))
+            try:
+                self.store.write(
+                    lambda tx: tx.run(
+                        "export_cursor_insert",
+                        {
+                            **self.key,
+                            "file_offset": self.offset,
+                            "now_us": to_micros(self.clock.now()),
+                        },
+                    ),
+                    label="export_cursor",
+                )
+            except ConstraintViolation as exc:
+                raise ExportCursorMismatch(
+                    f"exporter {self.exporter_id} was started twice at once"
+                ) from exc
+            return False
+        self.offset = int(cursor["file_offset"])
+        self.position = int(cursor["position"])
+        self.checkpoint_seq = int(cursor["checkpoint_seq"])
+        self.seen_events, self.seen_checkpoints = _unacknowledged(handle, self.offset, self.path)
+        handle.seek(0)
+        try:
+            header = json.loads(handle.readline())
+        except ValueError:
+            header = None
+        if not isinstance(header, dict) or header.get("tenant_id") != self.tenant_id:
+            raise ExportCursorMismatch(f"{self.path} is not a bundle of tenant {self.tenant_id}")
+        return True
+
+    def _next_batch(self, tx: Transaction) -> tuple[list[Row], list[Row]]:
+        entries = tx.all(
+            "log_entries_from",
+            {"tenant_id": self.tenant_id, "position": self.position, "limit": self.batch_size},
+        )
+        checkpoints = tx.all(
+            "log_checkpoints_after",
+            {"tenant_id": self.tenant_id, "seq": self.checkpoint_seq, "limit": self.batch_size},
+        )
+        return entries, checkpoints
+
+    def _lines(self, rows: list[Row], queue: list[Row]) -> list[bytes]:
+        """The lines of one batch; each checkpoint follows the events it covers."""
+        chunk: list[bytes] = []
+        for row in rows:
+            self._checkpoint_lines(queue, chunk, int(row["position"]))
+            if row["event_id"] is not None:  # a log entry whose event row is gone: a gap
+                if row["event_id"] in self.seen_events:
+                    self.skipped += 1
+                else:
+                    chunk.append(_entry_line(row))
+                    self.events += 1
+            self.position = int(row["position"]) + 1
+        self._checkpoint_lines(queue, chunk, self.position)
+        if not rows:  # checkpoints beyond the last entry: their events are missing
+            self._checkpoint_lines(queue, chunk, None)
+        return chunk
+
+    def _checkpoint_lines(self, queue: list[Row], chunk: list[bytes], upto: int | None) -> None:
+        while queue and (upto is None or int(queue[0]["size"]) <= upto):
+            row = queue.pop(0)
+            if int(row["seq"]) in self.seen_checkpoints:
+                self.skipped += 1
+            else:
+                chunk.append(_checkpoint_lines(row))
+                self.checkpoints += 1
+            self.checkpoint_seq = int(row["seq"])
+
+
+def _tree(store: Store, tenant_id: str, size: int) -> MerkleTree:
+    """The tenant's tree of ``size`` leaves, read from the stored leaf hashes."""
+    tree = MerkleTree()
+    while tree.size < size:
+        params = {"tenant_id": tenant_id, "position": tree.size, "size": size, "limit": 100_000}
+        leaves = store.read(partial(_all, "log_leaves_from", params))
+        if not leaves or int(leaves[-1]["position"]) != tree.size + len(leaves) - 1:
+            raise InvalidTransition(f"{tenant_id}'s log misses position {tree.size}; run verify")
+        tree.extend(bytes.fromhex(leaf["leaf_hash"]) for leaf in leaves)
+    return tree
+
+
+def _rotations(store: Store, tenant_id: str, before: int) -> list[Row]:
+    """The tenant's key-rotation checkpoints before checkpoint ``before``, in order.
+
+    A receipt carries them so that a reviewer who trusts an earlier key can follow each
+    co-signed hand-over to the key that signed the latest checkpoint.
+    """
+    found: list[Row] = []
+    seq = 0
+    while seq < before:
+        params = {"tenant_id": tenant_id, "seq": seq, "limit": 1000}
+        page = store.read(partial(_all, "log_checkpoints_after", params))
+        if not page:
+            break
+        for row in page:
+            if int(row["seq"]) >= before:
+                return found
+            text = row["note"][: row["note"].rfind("\n\n") + 1]
+            try:
+                if parse_rotation(Checkpoint.parse(text)) is not None:
+                    found.append(row)
+            except NoteError:
+                continue
+        seq = int(page[-1]["seq"])
+    return found
+
+
+def _all(name: str, params: dict[str, object], tx: Transaction) -> list[Row]:
+    return tx.all(name, params)
+
+
+def prove_events(
+    store: Store, tenant_id: str, event_ids: Sequence[str], path: str | os.PathLike[str]
+) -> ProofReport:
+    """Write a receipt bundle proving each event's inclusion in the latest checkpoint's tree.
+
+    The receipt holds the latest signed checkpoint, each event's line and its inclusion proof,
+    and before them every key-rotation checkpoint, linked by consistency proofs, so a reviewer
+    who trusts any earlier key follows the hand-overs to the latest one.
+    :func:`effectledger.audit.verify.verify_bundle` checks it offline. Raises ``NotFound`` for
+    an event of no log position and ``InvalidTransition`` for one no checkpoint covers yet.
+    """
+    validate_identifier(tenant_id, "tenant_id")
+    if not event_ids:
+        raise InvalidInput("name at least one event to prove")
+    latest = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
+    if latest is None:
+        raise InvalidTransition(f"{tenant_id}'s log has no checkpoint yet; seal it first")
+    size = int(latest["size"])
+    rows: list[Row] = []
+    for event_id in event_ids:
+        row = store.one("log_entry_for_event", {"tenant_id": tenant_id, "event_id": event_id})
+        if row is None:
+            raise NotFound(
+                f"event {event_id} has no position in {tenant_id}'s log", event_id=event_id
+            )
+        if int(row["position"]) >= size:
+            raise InvalidTransition(
+                f"event {event_id} is not covered by a checkpoint yet; seal again first",
+                event_id=event_id,
+            )
+        rows.append(row)
+    tree = _tree(store, tenant_id, size)
+    lines = [header_line(tenant_id, KIND_RECEIPT)]
+    previous: int | None = None
+    for checkpoint in [*_rotations(store, tenant_id, int(latest["seq"])), latest]:
+        if previous is not None and previous != int(checkpoint["size"]):
+            proof = tree.consistency_proof(previous, int(checkpoint["size"]))
+            lines.append(consistency_line(previous, int(checkpoint["size"]), proof))
+        lines.append(checkpoint_line(int(checkpoint["seq"]), checkpoint["note"]))
+        previous = int(checkpoint["size"])
+    for row in rows:
+        lines.append(_entry_line(row))
+        proof = tree.inclusion_proof(int(row["position"]), size)
+        lines.append(inclusion_line(row["event_id"], int(row["position"]), size, proof))
+    target = Path(path)
+    try:
+        target.write_bytes(b"".join(lines))
+    except OSError as exc:
+        raise ExportFailed(f"cannot write {target}: {exc.strerror}") from exc
+    return ProofReport(
+        tenant_id=tenant_id,
+        path=target,
+        events=len(rows),
+        size=size,
+        checkpoint_seq=int(latest["seq"]),
+    )

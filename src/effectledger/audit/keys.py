@@ -1,0 +1,184 @@
+"""Log keys: where the signing key comes from, verifier keys, origins and key rotation.
+
+The private key that signs checkpoints never enters the database. A sealer reads it from a key
+file (one line, the ``PRIVATE+KEY+<name>+<id>+<base64>`` string of
+:mod:`effectledger.audit.note`, readable by its owner only) or from the environment variable
+:data:`KEY_ENV`. Reviewers hold the matching verifier key string ``<name>+<id>+<base64>``.
+
+A tenant's log has the origin ``effectledger/<tenant_id>`` (:func:`origin_for`), the first line of
+each of its checkpoints. Keys are rotated with a **rotation checkpoint**: the current tree head,
+signed by both the old and the new key, carrying the extension line::
+
+    effectledger-key-rotation <old verifier key> <new verifier key>
+
+Checkpoints before it are signed by the old key, later ones by the new key only; a verifier that
+trusts either key follows the rotation to the other (:func:`key_epochs`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from effectledger.audit.note import (
+    Checkpoint,
+    NoteError,
+    Signer,
+    Verifier,
+    generate_signer,
+    open_note,
+)
+from effectledger.errors import LogKeyInvalid
+from effectledger.model import validate_identifier
+
+__all__ = [
+    "KEY_ENV",
+    "ORIGIN_PREFIX",
+    "ROTATION_EXTENSION",
+    "KeyEpoch",
+    "key_epochs",
+    "load_signer",
+    "new_key_pair",
+    "origin_for",
+    "parse_rotation",
+    "parse_verifiers",
+    "rotation_line",
+]
+
+KEY_ENV: Final = "EFFECTLEDGER_LOG_KEY"
+"""The environment variable that may hold the signer key string."""
+
+ORIGIN_PREFIX: Final = "effectledger/"
+ROTATION_EXTENSION: Final = "effectledger-key-rotation"
+
+
+def origin_for(tenant_id: str) -> str:
+    """The checkpoint origin of ``tenant_id``'s log: ``effectledger/<tenant_id>``."""
+    return ORIGIN_PREFIX + validate_identifier(tenant_id, "tenant_id")
+
+
+def new_key_pair(name: str = "effectledger") -> tuple[str, str]:
+    """A fresh ``(signer key string, verifier key string)`` pair named ``name``."""
+    try:
+        signer = generate_signer(name)
+    except NoteError as exc:
+        raise LogKeyInvalid(f"invalid key name {name!r}: {exc}") from exc
+    return signer.key_string(), signer.verifier().key_string()
+
+
+def load_signer(
+    key_file: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Signer:
+    """The log signer from ``key_file`` or, without one, from ``$EFFECTLEDGER_LOG_KEY``.
+
+    A key file must not be readable by group or others (like an SSH key). Raises
+    :class:`~effectledger.errors.LogKeyInvalid` when there is no key or it is malformed; the
+    message never contains the key.
+    """
+    if key_file is not None:
+        path = Path(key_file)
+        try:
+            mode = path.stat().st_mode
+            text = path.read_text("utf-8")
+        except OSError as exc:
+            raise LogKeyInvalid(f"cannot read the log key file {path}: {exc.strerror}") from exc
+        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise LogKeyInvalid(
+                f"the log key file {path} is accessible to group or others; chmod 600 it"
+            )
+        source = f"key file {path}"
+    else:
+        text = (os.environ if environ is None else environ).get(KEY_ENV, "")
+        if not text.strip():
+            raise LogKeyInvalid(f"no log key: pass a key file or set {KEY_ENV}")
+        source = f"${KEY_ENV}"
+    try:
+        return Signer.from_key_string(text.strip())
+    except NoteError as exc:
+        raise LogKeyInvalid(f"the log key in {source} is not a signer key string") from exc
+
+
+def parse_verifiers(keys: Sequence[str]) -> list[Verifier]:
+    """Parse verifier key strings; raise ``LogKeyInvalid`` naming the first bad one."""
+    verifiers: list[Verifier] = []
+    for key in keys:
+        try:
+            verifiers.append(Verifier.from_key_string(key.strip()))
+        except NoteError as exc:
+            shown = key if len(key) <= 80 else key[:77] + "..."
+            raise LogKeyInvalid(f"not a verifier key string: {shown!r}") from exc
+    return verifiers
+
+
+def rotation_line(old: Verifier, new: Verifier) -> str:
+    """The checkpoint extension line announcing a rotation from ``old`` to ``new``."""
+    return f"{ROTATION_EXTENSION} {old.key_string()} {new.key_string()}"
+
+
+def parse_rotation(checkpoint: Checkpoint) -> tuple[Verifier, Verifier] | None:
+    """``(old, new)`` if ``checkpoint`` announces a key rotation, else ``None``.
+
+    A malformed rotation line is treated as no rotation (it then grants nothing).
+    """
+    for line in checkpoint.extensions:
+        words = line.split(" ")
+        if len(words) == 3 and words[0] == ROTATION_EXTENSION:
+            try:
+                return Verifier.from_key_string(words[1]), Verifier.from_key_string(words[2])
+            except NoteError:
+                return None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEpoch:
+    """The key that signs checkpoints ``first`` to ``last`` (indexes into the checkpoint list)."""
+
+    key: Verifier
+    first: int
+    last: int | None
+
+
+def _text_of(note: str) -> str | None:
+    split = note.rfind("\n\n")
+    return None if split < 0 else note[: split + 1]
+
+
+def key_epochs(notes: Sequence[str]) -> list[KeyEpoch] | None:
+    """The key epochs of a log's checkpoints (in order), or ``None`` if it never rotated.
+
+    Only genuine rotations count: the rotation checkpoint must verify under both the old and the
+    new key, and its old key must be the previous epoch's key. The rotation checkpoint belongs to
+    both epochs.
+    """
+    epochs: list[KeyEpoch] = []
+    for index, note in enumerate(notes):
+        text = _text_of(note)
+        if text is None:
+            continue
+        try:
+            rotation = parse_rotation(Checkpoint.parse(text))
+        except NoteError:
+            continue
+        if rotation is None:
+            continue
+        old, new = rotation
+        if epochs and epochs[-1].key != old:
+            continue
+        try:
+            open_note(note, [old])
+            open_note(note, [new])
+        except NoteError:
+            continue
+        if epochs:
+            epochs[-1] = KeyEpoch(epochs[-1].key, epochs[-1].first, index)
+        else:
+            epochs.append(KeyEpoch(old, 0, index))
+        epochs.append(KeyEpoch(new, index, None))
+    return epochs or None

@@ -1,0 +1,415 @@
+"""Offline verification of an evidence bundle, naming what was tampered with.
+
+:func:`verify_bundle` needs the bundle file and the verifier keys the reviewer trusts — no
+database. It checks, in this order, and reports every failure as a :class:`Finding` with a stable
+code (the reasons of :class:`~effectledger.errors.AuditVerificationFailed`):
+
+1. the bundle's shape (``bundle_malformed``);
+2. each checkpoint's signature under the trusted keys, following co-signed key rotations
+   (``unknown_key``, ``checkpoint_signature_invalid``, ``checkpoint_malformed``,
+   ``checkpoint_origin_mismatch``), and each checkpoint's consistency with the one before it and
+   with checkpoints the reviewer kept from earlier (``checkpoint_inconsistent``);
+3. for a ``log`` bundle: every event's hash, its link to the previous event of its operation,
+   its log position, and the Merkle root of all leaves against every checkpoint. When anything
+   fails, a second pass over the file names it: ``event_edited``, ``event_deleted``,
+   ``event_reordered``, ``event_inserted``, ``operation_deleted``, or ``log_root_mismatch``
+   when the events are internally consistent yet do not reproduce a signed root;
+4. for a ``receipt`` bundle: each event's inclusion proof (``inclusion_proof_invalid``).
+
+The fast path hashes each event line's canonical bytes in place (two SHA-256 per event plus one
+per Merkle node) and keeps only the leaf hashes and each operation's chain head in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from effectledger.audit.bundle import (
+    FORMAT,
+    KIND_LOG,
+    KIND_RECEIPT,
+    EventLine,
+    parse_line,
+    scan_event_line,
+)
+from effectledger.audit.chain import GENESIS_HASH
+from effectledger.audit.checkpoints import Accepted, CheckpointChecks
+from effectledger.audit.diagnose import Finding, diagnose
+from effectledger.audit.frontier import Frontier
+from effectledger.audit.keys import origin_for, parse_verifiers
+from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_inclusion
+from effectledger.audit.note import Checkpoint, Verifier
+from effectledger.errors import AuditVerificationFailed, InvalidInput
+
+__all__ = ["Finding", "VerificationReport", "verify_bundle"]
+
+Source = str | os.PathLike[str] | bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerificationReport:
+    """The outcome of :func:`verify_bundle`; ``ok`` when there is no finding."""
+
+    tenant_id: str | None
+    origin: str | None
+    kind: str | None
+    events: int
+    operations: int
+    checkpoints: int
+    size: int
+    root_hash: str | None
+    signers: tuple[str, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return not self.findings
+
+    def raise_for_findings(self) -> None:
+        """Raise :class:`AuditVerificationFailed` naming the first finding, if there is one."""
+        if self.findings:
+            first = self.findings[0]
+            more = len(self.findings) - 1
+            raise AuditVerificationFailed(
+                f"{first.code}: {first.message}"
+                + (f" (and {more} more finding{'s' if more > 1 else ''})" if more else ""),
+                reason=first.code,
+                findings=[finding.to_dict() for finding in self.findings],
+            )
+
+
+@dataclass
+class _Scan:
+    header: dict[str, Any] | None = None
+    findings: list[Finding] = field(default_factory=list)
+    leaves: list[bytes] = field(default_factory=list)
+    chains: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
+    suspicious: bool = False
+    notes: list[tuple[int, str]] = field(default_factory=list)
+    consistency: dict[tuple[int, int], list[bytes] | None] = field(default_factory=dict)
+    inclusions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    receipt_events: list[EventLine] = field(default_factory=list)
+
+
+def _lines(source: Source) -> Iterator[bytes]:
+    if isinstance(source, bytes):
+        yield from source.splitlines(keepends=True)
+        return
+    with open(source, "rb") as handle:
+        yield from handle
+
+
+def _hashes(value: object) -> list[bytes] | None:
+    if not isinstance(value, list) or not all(isinstance(node, str) for node in value):
+        return None
+    try:
+        return [bytes.fromhex(node) for node in value]
+    except ValueError:
+        return None
+
+
+def _scan(source: Source) -> _Scan:
+    scan = _Scan()
+    malformed = scan.findings.append
+    tenant: bytes | None = None
+    receipt = False
+    leaves, chains = scan.leaves, scan.chains
+    add_leaf = leaves.append
+    genesis = GENESIS_HASH.encode()
+    for number, raw in enumerate(_lines(source), start=1):
+        if raw.endswith(b"\n"):
+            line = raw[:-1]
+        else:
+            line = raw
+            malformed(Finding(code="bundle_malformed", message=f"line {number} is incomplete"))
+        fast = None if number == 1 or receipt else scan_event_line(line)
+        if fast is not None:  # the common case, kept lean: one canonical, consistent line
+            leaf, event_hash, position, operation, prev_hash, sequence, owner = fast
+            state = chains.get(operation)
+            expected = (1, genesis) if state is None else (state[0] + 1, state[1])
+            if (
+                position != len(leaves)
+                or owner != tenant
+                or sequence != expected[0]
+                or prev_hash != expected[1]
+            ):
+                scan.suspicious = True
+            chains[operation] = (sequence, event_hash)
+            add_leaf(leaf)
+            continue
+        try:
+            kind, value = parse_line(line)
+        except ValueError as exc:
+            malformed(Finding(code="bundle_malformed", message=f"line {number}: {exc}"))
+            scan.suspicious = True
+            continue
+        if number == 1:
+            if kind != "bundle":
+                malformed(Finding(code="bundle_malformed", message="line 1 is not a bundle header"))
+                return scan
+            scan.header = value
+            owner_id = value.get("tenant_id")
+            tenant = owner_id.encode() if isinstance(owner_id, str) else None
+            receipt = value.get("kind") == KIND_RECEIPT
+        elif kind == "event":
+            _event(scan, value, tenant, receipt)
+        else:
+            _other(scan, kind, value, number)
+    return scan
+
+
+def _event(scan: _Scan, event: EventLine, tenant: bytes | None, receipt: bool) -> None:
+    """Account for an event line the fast path could not take."""
+    if receipt:
+        scan.receipt_events.append(event)
+        return
+    operation = event.operation_id.encode()
+    prev_hash = event.prev_hash.encode()
+    state = scan.chains.get(operation)
+    if (
+        event.position != len(scan.leaves)
+        or event.event_hash != event.stated_event_hash
+        or event.leaf_hash.hex() != event.stated_leaf_hash
+        or event.tenant_id.encode() != tenant
+        or (
+            (event.sequence, prev_hash) != (1, GENESIS_HASH.encode())
+            if state is None
+            else (event.sequence, prev_hash) != (state[0] + 1, state[1])
+        )
+    ):
+        scan.suspicious = True
+    scan.chains[operation] = (event.sequence, event.event_hash.encode())
+    scan.leaves.append(event.leaf_hash)
+
+
+def _other(scan: _Scan, kind: str, value: dict[str, Any], number: int) -> None:
+    """Record a checkpoint, consistency or inclusion line."""
+    malformed = scan.findings.append
+    if kind == "checkpoint":
+        note, seq = value.get("note"), value.get("seq")
+        if not isinstance(note, str) or not isinstance(seq, int):
+            malformed(Finding(code="bundle_malformed", message=f"line {number}: bad checkpoint"))
+            return
+        scan.notes.append((seq, note))
+    elif kind == "consistency":
+        old, new = value.get("old_size"), value.get("new_size")
+        if isinstance(old, int) and isinstance(new, int):
+            scan.consistency[(old, new)] = _hashes(value.get("proof"))
+        else:
+            malformed(Finding(code="bundle_malformed", message=f"line {number}: bad proof"))
+    elif kind == "inclusion":
+        if isinstance(value.get("event_id"), str):
+            scan.inclusions[value["event_id"]] = value
+    else:
+        malformed(Finding(code="bundle_malformed", message=f"line {number}: a second header"))
+
+
+def _roots(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
+    wanted = sorted({size for size in sizes if 0 <= size <= len(leaves)})
+    roots: dict[int, bytes] = {0: EMPTY_ROOT}
+    frontier = Frontier()
+    append = frontier.append
+    for size in wanted:
+        for leaf in leaves[frontier.size : size]:
+            append(leaf)
+        roots[size] = frontier.root()
+    return roots
+
+
+def verify_bundle(
+    source: Source,
+    keys: Sequence[Verifier | str],
+    *,
+    trusted_checkpoints: Sequence[str] = (),
+) -> VerificationReport:
+    """Verify a bundle offline against the trusted verifier ``keys``.
+
+    ``source`` is a file path or the bundle's bytes. ``trusted_checkpoints`` are signed
+    checkpoints the reviewer kept from earlier; the bundle must extend each of them. Returns a
+    report; call :meth:`VerificationReport.raise_for_findings` to turn findings into an error.
+    """
+    verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
+    if not verifiers:
+        raise InvalidInput("name at least one trusted verifier key")
+    try:
+        scan = _scan(source)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the bundle: {exc.strerror or exc}") from exc
+    header = scan.header
+    empty = VerificationReport(
+        tenant_id=None,
+        origin=None,
+        kind=None,
+        events=0,
+        operations=0,
+        checkpoints=0,
+        size=0,
+        root_hash=None,
+        signers=(),
+        findings=tuple(scan.findings),
+    )
+    if header is None:
+        return empty
+    tenant, kind = header.get("tenant_id"), header.get("kind")
+    try:
+        origin = origin_for(tenant) if isinstance(tenant, str) else None
+    except InvalidInput:
+        origin = None
+    if (
+        header.get("format") != FORMAT
+        or kind not in (KIND_LOG, KIND_RECEIPT)
+        or origin is None
+        or header.get("origin") != origin
+    ):
+        bad = Finding(code="bundle_malformed", message=f"the header is not a {FORMAT} header")
+        return dataclasses.replace(empty, findings=(*scan.findings, bad))
+    assert isinstance(tenant, str)
+    findings = list(scan.findings)
+    checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
+    kept = checks.open_kept(trusted_checkpoints)
+    if kind == KIND_RECEIPT:
+        checks.settle(None, 0)
+        findings += checks.findings
+        findings += [finding for _, finding in kept if finding is not None]
+        findings += _receipt_findings(scan, checks.accepted)
+        events, operations = (
+            len(scan.receipt_events),
+            len({event.operation_id for event in scan.receipt_events}),
+        )
+    else:
+        roots = _roots(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
+        checks.settle(roots, len(scan.leaves))
+        findings += checks.findings
+        findings += [finding for _, finding in kept if finding is not None]
+        findings += _log_findings(source, scan, checks, roots, [c for c, _ in kept if c], tenant)
+        events, operations = len(scan.leaves), len(scan.chains)
+    accepted = checks.accepted
+    if not accepted and not any(f.code != "bundle_malformed" for f in findings):
+        findings.append(Finding(code="checkpoint_missing", message="no signed checkpoint"))
+    last = accepted[-1].checkpoint if accepted else None
+    return VerificationReport(
+        tenant_id=tenant,
+        origin=origin,
+        kind=kind,
+        events=events,
+        operations=operations,
+        checkpoints=len(accepted),
+        size=0 if last is None else last.size,
+        root_hash=None if last is None else last.root_hash.hex(),
+        signers=tuple(sorted({name for a in accepted for name in a.signers})),
+        findings=tuple(_unique(findings)),
+    )
+
+
+def _unique(findings: Iterable[Finding]) -> Iterator[Finding]:
+    seen: set[tuple[Any, ...]] = set()
+    for finding in findings:
+        key = (finding.code, finding.event_id, finding.position, finding.message)
+        if key not in seen:
+            seen.add(key)
+            yield finding
+
+
+def _log_findings(
+    source: Source,
+    scan: _Scan,
+    checks: CheckpointChecks,
+    roots: dict[int, bytes],
+    kept: Sequence[Checkpoint],
+    tenant: str,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    accepted = checks.accepted
+    count = len(scan.leaves)
+    mismatched = [
+        a
+        for a in accepted
+        if a.checkpoint.size in roots and roots[a.checkpoint.size] != a.checkpoint.root_hash
+    ]
+    latest = accepted[-1].checkpoint.size if accepted else None
+    for checkpoint in kept:
+        if latest is not None and checkpoint.size > latest:
+            findings.append(
+                Finding(
+                    code="checkpoint_inconsistent",
+                    message=f"the bundle's log ends at {latest} leaves, before a checkpoint you "
+                    f"kept at {checkpoint.size}: history was truncated or withheld",
+                )
+            )
+        elif checkpoint.size in roots and roots[checkpoint.size] != checkpoint.root_hash:
+            findings.append(
+                Finding(
+                    code="checkpoint_inconsistent",
+                    message=f"the bundle's log of {checkpoint.size} leaves differs from the "
+                    "checkpoint you kept at that size",
+                )
+            )
+    if not accepted:
+        return findings
+    short = latest is not None and count < latest
+    long = latest is not None and count > latest
+    if scan.suspicious or mismatched or short or long:
+        named = diagnose(_lines(source), tenant, latest)
+        findings += named
+        if not named:
+            first = mismatched[0] if mismatched else accepted[-1]
+            findings.append(
+                Finding(
+                    code="log_root_mismatch",
+                    message=f"the events do not reproduce the root of checkpoint #{first.seq} "
+                    f"({first.checkpoint.size} leaves) although each event and chain is "
+                    "consistent: events were rewritten consistently before that size",
+                )
+            )
+    return findings
+
+
+def _receipt_findings(scan: _Scan, accepted: Sequence[Accepted]) -> list[Finding]:
+    findings: list[Finding] = []
+    roots = {a.checkpoint.size: a.checkpoint.root_hash for a in accepted}
+    for event in scan.receipt_events:
+        if event.event_hash != event.stated_event_hash:
+            findings.append(
+                Finding(
+                    code="event_edited",
+                    message=f"event {event.event_id} no longer matches its recorded hash",
+                    event_id=event.event_id,
+                    position=event.position,
+                    operation_id=event.operation_id,
+                )
+            )
+            continue
+        proof = scan.inclusions.get(event.event_id)
+        problem = None
+        if proof is None:
+            problem = "has no inclusion proof"
+        elif proof.get("position") != event.position or proof.get("size") not in roots:
+            problem = "has a proof for another position or an unsigned tree size"
+        else:
+            path = _hashes(proof.get("proof"))
+            try:
+                verify_inclusion(
+                    event.leaf_hash,
+                    event.position,
+                    int(proof["size"]),
+                    path if path is not None else [],
+                    roots[int(proof["size"])],
+                )
+            except ProofError as exc:
+                problem = f"is not proven included: {exc}"
+        if problem is not None:
+            findings.append(
+                Finding(
+                    code="inclusion_proof_invalid",
+                    message=f"event {event.event_id} {problem}",
+                    event_id=event.event_id,
+                    position=event.position,
+                    operation_id=event.operation_id,
+                )
+            )
+    return findings

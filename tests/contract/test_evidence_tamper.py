@@ -1,0 +1,332 @@
+"""Tampering with an exported bundle file, for real, and the stable code verify names it by."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectledger import Context, Ledger, ManualClock, SimulatedReceiver
+from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
+from effectledger.audit.chain import GENESIS_HASH
+from effectledger.audit.export import export_log
+from effectledger.audit.merkle import MerkleTree
+from effectledger.audit.note import Checkpoint, Signer, sign_checkpoint
+from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
+from effectledger.audit.sealer import LogSealer
+from effectledger.audit.verify import VerificationReport, verify_bundle
+from effectledger.errors import AuditVerificationFailed
+from effectledger.store import Store
+from tests.evidence_support import (
+    ROGUE_SIGNER,
+    SIGNER,
+    VERIFIER_KEY,
+    canonical_line,
+    event_index,
+    make_history,
+    parsed,
+    read_lines,
+    write_lines,
+)
+
+
+@pytest.fixture
+def bundle(
+    ledger: Ledger,
+    context: Context,
+    receiver: SimulatedReceiver,
+    store: Store,
+    clock: ManualClock,
+    tmp_path: Path,
+) -> Path:
+    """A genuine bundle of the mixed history: 12 events, 3 checkpoints, verified."""
+    make_history(ledger, receiver, context)
+    LogSealer(store, SIGNER, clock=clock, batch_size=5).seal("acme")
+    path = tmp_path / "acme.jsonl"
+    export_log(store, "acme", path, clock=clock)
+    assert verify_bundle(path, [VERIFIER_KEY]).ok
+    return path
+
+
+def _codes(report: VerificationReport) -> list[str]:
+    return [finding.code for finding in report.findings]
+
+
+def _primary(path: Path, **options: Any) -> str:
+    report = verify_bundle(path, [VERIFIER_KEY], **options)
+    assert not report.ok
+    with pytest.raises(AuditVerificationFailed) as raised:
+        report.raise_for_findings()
+    assert raised.value.reason == report.findings[0].code
+    return report.findings[0].code
+
+
+def _event_lines(lines: list[bytes]) -> list[int]:
+    return [i for i, line in enumerate(lines) if parsed(line)["type"] == "event"]
+
+
+def _renumber(lines: list[bytes]) -> list[bytes]:
+    """Give the remaining event lines contiguous positions, as a careful tamperer would."""
+    out, position = [], 0
+    for line in lines:
+        value = parsed(line)
+        if value["type"] == "event":
+            value["position"] = position
+            position += 1
+            line = canonical_line(value)
+        out.append(line)
+    return out
+
+
+def _rewrite(
+    lines: list[bytes], edit: Callable[[dict[str, Any]], None], signer: Signer | None
+) -> list[bytes]:
+    """Edit events and recompute every hash, chain link and leaf consistently; re-sign the log
+    with ``signer``, or keep the genuine checkpoints when it is ``None``."""
+    heads: dict[str, str] = {}
+    leaves: list[bytes] = []
+    events: list[bytes] = []
+    for line in lines:
+        value = parsed(line)
+        if value["type"] != "event":
+            continue
+        entry = value["entry"]
+        edit(entry)
+        entry["prev_hash"] = heads.get(entry["operation_id"], GENESIS_HASH)
+        data = entry_bytes(entry)
+        heads[entry["operation_id"]] = hash_of_entry(data)
+        leaves.append(leaf_of_entry(data))
+        events.append(event_line(data, hash_of_entry(data), leaves[-1], len(leaves) - 1))
+    if signer is None:
+        signed = [line for line in lines if parsed(line)["type"] in ("checkpoint", "consistency")]
+    else:
+        tree = MerkleTree(leaves)
+        note = sign_checkpoint(Checkpoint("effectledger/acme", tree.size, tree.root()), [signer])
+        signed = [checkpoint_line(1, note)]
+    return [header_line("acme"), *events, *signed]
+
+
+def test_an_untouched_bundle_verifies(bundle: Path) -> None:
+    """The genuine export verifies with the trusted key and names its signer."""
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok
+    assert report.signers == (SIGNER.name,)
+
+
+def test_an_edited_event_is_named(bundle: Path) -> None:
+    """Changing an event's provider reference in the file is ``event_edited`` at that event."""
+    lines = read_lines(bundle)
+    index = event_index(lines, "op-ok", "ProviderAcceptanceConfirmed")
+    value = parsed(lines[index])
+    value["entry"]["details"]["provider_reference"] = "rcpt-forged"
+    lines[index] = canonical_line(value)
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "event_edited"
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.findings[0].event_id == value["entry"]["event_id"]
+
+
+def test_a_deleted_event_is_named(bundle: Path) -> None:
+    """Removing the middle event of an operation's chain is ``event_deleted``."""
+    lines = read_lines(bundle)
+    del lines[event_index(lines, "op-lost", "AttemptPrepared")]
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "event_deleted"
+    assert "op-lost" in verify_bundle(bundle, [VERIFIER_KEY]).findings[0].message
+
+
+def test_a_deleted_event_with_renumbered_positions_is_named(bundle: Path) -> None:
+    """Removing an event and closing the position gap is still ``event_deleted``."""
+    lines = read_lines(bundle)
+    del lines[event_index(lines, "op-lost", "AttemptPrepared")]
+    write_lines(bundle, _renumber(lines))
+    assert _primary(bundle) == "event_deleted"
+
+
+def test_reordered_events_are_named(bundle: Path) -> None:
+    """Swapping two event lines is ``event_reordered``."""
+    lines = read_lines(bundle)
+    first, second = _event_lines(lines)[5:7]
+    lines[first], lines[second] = lines[second], lines[first]
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "event_reordered"
+
+
+def test_reordered_events_with_swapped_positions_are_named(bundle: Path) -> None:
+    """Swapping two events of one operation and their positions is ``event_reordered``."""
+    lines = read_lines(bundle)
+    first = event_index(lines, "op-lost", "AttemptPrepared")
+    second = event_index(lines, "op-lost", "SubmissionOutcomeUnknown")
+    lines[first], lines[second] = lines[second], lines[first]
+    write_lines(bundle, _renumber(lines))
+    assert _primary(bundle) == "event_reordered"
+
+
+@pytest.mark.parametrize("where", ["end", "middle"])
+def test_an_inserted_event_is_named(bundle: Path, where: str) -> None:
+    """A fabricated, correctly chained acceptance of the lost operation is ``event_inserted``."""
+    lines = read_lines(bundle)
+    last = parsed(lines[event_index(lines, "op-lost", "SubmissionOutcomeUnknown")])
+    forged = {
+        **last["entry"],
+        "event_id": "f" * 32,
+        "event_type": "ProviderAcceptanceConfirmed",
+        "details": {"outcome": "Accepted", "provider_reference": "rcpt-forged"},
+        "evidence_reference": "reply/forged",
+        "prev_hash": last["event_hash"],
+        "sequence": last["entry"]["sequence"] + 1,
+    }
+    data = entry_bytes(forged)
+    line = event_line(data, hash_of_entry(data), leaf_of_entry(data), 12)
+    if where == "end":
+        lines.insert(max(_event_lines(lines)) + 1, line)
+    else:
+        lines.insert(event_index(lines, "op-lost", "SubmissionOutcomeUnknown") + 1, line)
+        lines = _renumber(lines)
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "event_inserted"
+
+
+@pytest.mark.parametrize("renumber", [False, True])
+def test_a_deleted_operation_is_named(bundle: Path, renumber: bool) -> None:
+    """Removing every event of one operation is ``operation_deleted``."""
+    lines = read_lines(bundle)
+    kept = [
+        line for line in lines if parsed(line).get("entry", {}).get("operation_id") != "op-rejected"
+    ]
+    assert len(kept) == len(lines) - 3
+    write_lines(bundle, _renumber(kept) if renumber else kept)
+    assert _primary(bundle) == "operation_deleted"
+
+
+def test_a_history_rewritten_and_re_signed_with_another_key_is_named(bundle: Path) -> None:
+    """A consistent rewrite signed with a key the reviewer does not trust is ``unknown_key``."""
+
+    def forge(entry: dict[str, Any]) -> None:
+        if entry["event_type"] == "SubmissionOutcomeUnknown":
+            entry["event_type"] = "ProviderAcceptanceConfirmed"
+
+    write_lines(bundle, _rewrite(read_lines(bundle), forge, ROGUE_SIGNER))
+    assert verify_bundle(bundle, [ROGUE_SIGNER.verifier()]).ok  # internally consistent
+    assert _primary(bundle) == "unknown_key"
+
+
+def test_a_consistent_rewrite_under_genuine_checkpoints_is_named(bundle: Path) -> None:
+    """Recomputing every hash after an edit still fails the signed roots: ``log_root_mismatch``."""
+
+    def forge(entry: dict[str, Any]) -> None:
+        if entry["event_type"] == "PermanentRejection":
+            entry["evidence_reference"] = "reply/forged"
+
+    write_lines(bundle, _rewrite(read_lines(bundle), forge, None))
+    assert _primary(bundle) == "log_root_mismatch"
+
+
+def test_a_checkpoint_inconsistent_with_an_earlier_one_is_named(bundle: Path) -> None:
+    """A checkpoint the genuine key signed over a forked tree is ``checkpoint_inconsistent``."""
+    lines = read_lines(bundle)
+    forked = Checkpoint("effectledger/acme", 13, bytes(range(32)))
+    lines.append(consistency_line(12, 13, [bytes(32)] * 4))
+    lines.append(checkpoint_line(4, sign_checkpoint(forked, [SIGNER])))
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "checkpoint_inconsistent"
+    del lines[-2]  # without a proof line, the events decide
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "checkpoint_inconsistent"
+
+
+def test_two_roots_for_one_size_are_inconsistent(bundle: Path) -> None:
+    """Two signed checkpoints of the same size with different roots are inconsistent."""
+    lines = read_lines(bundle)
+    forked = Checkpoint("effectledger/acme", 12, bytes(range(32)))
+    lines.append(checkpoint_line(4, sign_checkpoint(forked, [SIGNER])))
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "checkpoint_inconsistent"
+
+
+def test_a_truncated_history_fails_against_a_kept_checkpoint(bundle: Path) -> None:
+    """A bundle that ends before a checkpoint the reviewer kept is ``checkpoint_inconsistent``."""
+    lines = read_lines(bundle)
+    kept = parsed([line for line in lines if parsed(line)["type"] == "checkpoint"][-1])["note"]
+    last_kept = max(i for i, line in enumerate(lines) if parsed(line).get("seq") == 2)
+    write_lines(bundle, lines[: last_kept + 1])
+    assert verify_bundle(bundle, [VERIFIER_KEY]).ok  # on its own, a shorter log is fine
+    assert _primary(bundle, trusted_checkpoints=[kept]) == "checkpoint_inconsistent"
+
+
+def test_a_corrupted_signature_is_named(bundle: Path) -> None:
+    """Flipping a byte of a checkpoint's signature is ``checkpoint_signature_invalid``."""
+    lines = read_lines(bundle)
+    index = next(i for i, line in enumerate(lines) if parsed(line)["type"] == "checkpoint")
+    value = parsed(lines[index])
+    body, signature = value["note"].rsplit(" ", 1)
+    value["note"] = (
+        body + " " + ("A" if signature[10] != "A" else "B").join((signature[:10], signature[11:]))
+    )
+    lines[index] = canonical_line(value)
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "checkpoint_signature_invalid"
+
+
+def test_a_garbled_line_is_named(bundle: Path) -> None:
+    """A line that is not a bundle line is ``bundle_malformed``."""
+    lines = read_lines(bundle)
+    lines.insert(3, b"this is not json\n")
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "bundle_malformed"
+
+
+def test_a_reformatted_but_unchanged_event_still_verifies(bundle: Path) -> None:
+    """Whitespace and key order are not content: a pretty-printed event line still verifies."""
+    lines = read_lines(bundle)
+    index = _event_lines(lines)[3]
+    value = parsed(lines[index])
+    lines[index] = json.dumps(dict(reversed(list(value.items()))), indent=None).encode() + b"\n"
+    assert lines[index] != canonical_line(value)
+    write_lines(bundle, lines)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings
+
+
+def test_a_bundle_without_checkpoints_does_not_verify(bundle: Path) -> None:
+    """Events with no signed checkpoint prove nothing: ``checkpoint_missing``."""
+    lines = [line for line in read_lines(bundle) if parsed(line)["type"] not in ("checkpoint",)]
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "checkpoint_missing"
+    assert "checkpoint_missing" in _codes(verify_bundle(bundle, [VERIFIER_KEY]))
+
+
+def test_dropped_proof_lines_are_made_up_for_by_the_events(bundle: Path) -> None:
+    """Without its consistency lines a complete log still verifies: its events show consistency."""
+    lines = [line for line in read_lines(bundle) if parsed(line)["type"] != "consistency"]
+    write_lines(bundle, lines)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings
+    assert report.checkpoints == 3
+
+
+def test_a_forged_key_rotation_hands_over_nothing(bundle: Path) -> None:
+    """A 'rotation' to a rogue key that the genuine key did not co-sign grants no trust."""
+    from effectledger.audit.keys import rotation_line
+
+    lines = read_lines(bundle)
+    tree_root = MerkleTree(
+        [
+            bytes.fromhex(parsed(line)["leaf_hash"])
+            for line in lines
+            if parsed(line)["type"] == "event"
+        ]
+    ).root()
+    forged = Checkpoint(
+        "effectledger/acme",
+        12,
+        tree_root,
+        (rotation_line(SIGNER.verifier(), ROGUE_SIGNER.verifier()),),
+    )
+    lines.append(checkpoint_line(4, sign_checkpoint(forged, [ROGUE_SIGNER])))
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "unknown_key"
+    assert verify_bundle(bundle, [VERIFIER_KEY]).checkpoints == 3

@@ -1,0 +1,106 @@
+"""Event bytes, hashes and bundle lines: what an outside verifier recomputes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from effectledger.audit.bundle import event_line, parse_event_line, parse_line, scan_event_line
+from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
+
+TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=20)
+DETAILS = st.dictionaries(TEXT, st.one_of(st.integers(-(2**60), 2**60), TEXT, st.none()))
+
+
+def _body(**overrides: object) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "event_id": "e" * 32,
+        "tenant_id": "acme",
+        "operation_id": "op-1",
+        "attempt_id": None,
+        "sequence": 1,
+        "actor": "alice",
+        "event_type": "OperationAdmitted",
+        "recorded_us": 1_767_225_600_000_000,
+        "evidence_reference": "approval/1",
+        "details": {"revision": "rev-1"},
+        "observation_id": None,
+        "prev_hash": GENESIS_HASH,
+    }
+    fields.update(overrides)
+    return event_body(**fields)  # type: ignore[arg-type]
+
+
+def test_hashes_follow_the_documented_formulas() -> None:
+    """event_hash is SHA-256 of the domain and the bytes; the leaf hash is SHA-256(0x00 ‖ bytes)."""
+    body = _body()
+    data = entry_bytes(body)
+    assert data == json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    assert hash_of_entry(data) == event_hash(body)
+    assert hash_of_entry(data) == hashlib.sha256(b"effectledger/event/v1\n" + data).hexdigest()
+    assert leaf_of_entry(data) == hashlib.sha256(b"\x00" + data).digest()
+
+
+@given(DETAILS, TEXT, st.integers(1, 2**40), st.integers(0, 2**40))
+def test_the_fast_slice_equals_a_full_parse(
+    details: dict[str, object], reference: str, sequence: int, position: int
+) -> None:
+    """Slicing a canonical event line yields exactly what parsing and re-encoding it yields."""
+    body = _body(details=details, evidence_reference=reference, sequence=sequence)
+    data = entry_bytes(body)
+    line = event_line(data, hash_of_entry(data), leaf_of_entry(data), position)
+    parsed = parse_event_line(line.rstrip(b"\n"))
+    assert parsed.entry == data
+    assert parsed.position == position
+    assert parsed.sequence == sequence
+    assert (parsed.event_id, parsed.operation_id, parsed.tenant_id) == ("e" * 32, "op-1", "acme")
+    assert parsed.prev_hash == GENESIS_HASH
+    assert parsed.event_hash == parsed.stated_event_hash
+    assert parsed.body() == body
+    assert scan_event_line(line.rstrip(b"\n")) == (
+        parsed.leaf_hash,
+        parsed.event_hash.encode(),
+        position,
+        b"op-1",
+        GENESIS_HASH.encode(),
+        sequence,
+        b"acme",
+    )
+
+
+def test_an_id_with_escapes_takes_the_full_parse() -> None:
+    """An operation id that needs JSON escapes is parsed the slow way, with the same result."""
+    body = _body(operation_id='op "quoted"')
+    data = entry_bytes(body)
+    line = event_line(data, hash_of_entry(data), leaf_of_entry(data), 0).rstrip(b"\n")
+    assert scan_event_line(line) is None
+    assert parse_event_line(line).operation_id == 'op "quoted"'
+
+
+def test_a_line_whose_stated_hash_differs_leaves_the_fast_path() -> None:
+    """The fast path only takes a line whose stated hashes it reproduces."""
+    data = entry_bytes(_body())
+    line = event_line(data, "0" * 64, leaf_of_entry(data), 0).rstrip(b"\n")
+    assert scan_event_line(line) is None
+    assert parse_event_line(line).stated_event_hash == "0" * 64
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[]",
+        b'{"type":"event"}',
+        b'{"type":"mystery"}',
+        b'{"entry":{"a":1},"event_hash":"x","leaf_hash":"y","position":0,"type":"event"}',
+        b'{"entry":{"actor":1.5',
+    ],
+)
+def test_malformed_lines_are_value_errors(line: bytes) -> None:
+    """A line that is not a well-formed bundle line raises ValueError, never anything else."""
+    with pytest.raises(ValueError):
+        parse_line(line)
