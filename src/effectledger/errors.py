@@ -24,6 +24,7 @@ them.
     │   ├── TamperedCommand               tampered_command (500)
     │   ├── TamperedProposal              tampered_proposal (500)
     │   ├── MissingAdmission              missing_admission (500)
+    │   ├── ChainBreak                    audit_chain_broken (500)
     │   └── AuditVerificationFailed       audit_verification_failed (500)
     │         reason: bundle_malformed, checkpoint_missing, checkpoint_malformed,
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
@@ -49,6 +50,7 @@ __all__ = [
     "AdmissionDenied",
     "ApprovalRefused",
     "AuditVerificationFailed",
+    "ChainBreak",
     "CommitUncertain",
     "ConcurrentModification",
     "Conflict",
@@ -199,6 +201,12 @@ class TamperedProposal(IntegrityError):
     """A stored proposal no longer matches its digest: it was edited outside the ledger."""
 
     code = "tampered_proposal"
+
+
+class ChainBreak(IntegrityError):
+    """An operation's audit events do not form an unbroken hash chain."""
+
+    code = "audit_chain_broken"
 
 
 class MissingAdmission(IntegrityError):

@@ -20,18 +20,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from effectledger.canonical import digest
-from effectledger.errors import IntegrityError
+from effectledger.errors import ChainBreak
 from effectledger.model import AuditEvent, to_micros
 
 __all__ = ["GENESIS_HASH", "ChainBreak", "event_body", "event_hash", "verify_chain"]
 
 GENESIS_HASH = "0" * 64
-
-
-class ChainBreak(IntegrityError):
-    """An operation's events do not form an unbroken hash chain."""
-
-    code = "audit_chain_broken"
 
 
 def event_body(
