@@ -37,6 +37,7 @@ __all__ = [
     "MAX_CANONICAL_BYTES",
     "canonical_bytes",
     "digest",
+    "digest_bytes",
     "encode",
     "fingerprint",
 ]
@@ -158,8 +159,12 @@ def canonical_bytes(value: Any, *, limit: int = MAX_CANONICAL_BYTES) -> bytes:
 
 def digest(domain: str, value: Any, *, limit: int = MAX_CANONICAL_BYTES) -> str:
     """Lower-case hex SHA-256 of ``value``'s canonical bytes, separated by ``domain``."""
-    prefix = f"effectledger/{domain}/v1\n".encode()
-    return hashlib.sha256(prefix + canonical_bytes(value, limit=limit)).hexdigest()
+    return digest_bytes(domain, canonical_bytes(value, limit=limit))
+
+
+def digest_bytes(domain: str, data: bytes) -> str:
+    """:func:`digest` of bytes that are already canonical (so a caller encodes only once)."""
+    return hashlib.sha256(f"effectledger/{domain}/v1\n".encode() + data).hexdigest()
 
 
 def fingerprint(command: Command) -> str:

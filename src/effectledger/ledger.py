@@ -9,7 +9,7 @@ the transaction rolls back and the operation is as it was.
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,7 +18,7 @@ from typing import Any
 from effectledger._failpoints import crash_point
 from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
 from effectledger.audit.record import event_from_row
-from effectledger.canonical import canonical_bytes, digest, fingerprint
+from effectledger.canonical import canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AdmissionConflict,
@@ -80,7 +80,7 @@ _STATE_BY_OUTCOME = {
 
 def new_id() -> str:
     """A fresh random identifier (32 lower-case hex digits)."""
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> str:
@@ -255,18 +255,13 @@ class Ledger:
 
     @staticmethod
     def _operation(row: Row) -> Operation:
-        command = json.loads(row["command_json"])
         deadline = row["review_deadline_us"]
         return Operation(
             tenant_id=row["tenant_id"],
             operation_id=row["operation_id"],
             requester_id=row["requester_id"],
             revision=row["revision"],
-            command=Command(
-                action=command["action"],
-                contract_version=command["contract_version"],
-                arguments=command["arguments"],
-            ),
+            command=_command(row),
             fingerprint=row["fingerprint"],
             admission_reference=row["admission_reference"],
             destination=DestinationRef(
@@ -381,17 +376,18 @@ class Ledger:
             "contract_version": command.contract_version,
             "arguments": command.arguments,
         }
+        command_bytes = canonical_bytes(stored_command)
         return {
             "tenant_id": context.tenant_id,
             "operation_id": operation_id,
             "requester_id": context.actor_id,
             "revision": revision,
-            "fingerprint": digest("command", stored_command),
+            "fingerprint": digest_bytes("command", command_bytes),
             "destination_account": destination.account_id,
             "destination_endpoint": destination.endpoint,
             "action": command.action,
             "contract_version": command.contract_version,
-            "command_json": canonical_bytes(stored_command).decode(),
+            "command_json": command_bytes.decode(),
             "admission_reference": admission_reference,
             "proposal_id": proposal_id,
             "approval_id": approval_id,
@@ -608,18 +604,21 @@ class Ledger:
                 return None
             if expected_version is not None and int(row["version"]) != expected_version:
                 return None
-            operation = self._operation(row)
-            if fingerprint(operation.command) != operation.fingerprint:
+            # The stored bytes themselves must still hash to the admitted fingerprint.
+            if digest_bytes("command", row["command_json"].encode()) != row["fingerprint"]:
                 raise TamperedCommand(
                     f"the stored command of {operation_id} does not match its fingerprint",
                     operation_id=operation_id,
                 )
-            if not operation.admission_reference.strip():
+            if not str(row["admission_reference"] or "").strip():
                 raise MissingAdmission(
                     f"operation {operation_id} has no admission reference",
                     operation_id=operation_id,
                 )
-            if bound_to is not None and bound_to != operation.destination:
+            destination = DestinationRef(
+                account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+            )
+            if bound_to is not None and bound_to != destination:
                 raise DestinationMismatch(
                     "the destination adapter is not bound to the operation's account and endpoint",
                     operation_id=operation_id,
@@ -631,9 +630,9 @@ class Ledger:
                     **key,
                     "attempt_id": attempt_id,
                     "executor_id": executor_id,
-                    "destination_account": operation.destination.account_id,
-                    "destination_endpoint": operation.destination.endpoint,
-                    "idempotency_key": operation.idempotency_key,
+                    "destination_account": destination.account_id,
+                    "destination_endpoint": destination.endpoint,
+                    "idempotency_key": row["idempotency_key"],
                     "now_us": now_us,
                     "recover_after_us": now_us + _micros(self.settings.recover_after),
                 },
@@ -652,9 +651,9 @@ class Ledger:
                 tenant_id=context.tenant_id,
                 operation_id=operation_id,
                 attempt_id=attempt_id,
-                command=operation.command,
-                idempotency_key=operation.idempotency_key,
-                destination=operation.destination,
+                command=_command(row),
+                idempotency_key=row["idempotency_key"],
+                destination=destination,
             )
 
         prepared = self.store.write(body, label="claim")
@@ -971,6 +970,15 @@ class Ledger:
             return written
 
         return event_from_row(self.store.write(body, label="correct_event"))
+
+
+def _command(row: Row) -> Command:
+    stored = json.loads(row["command_json"])
+    return Command(
+        action=stored["action"],
+        contract_version=stored["contract_version"],
+        arguments=stored["arguments"],
+    )
 
 
 def _micros(delta: timedelta) -> int:
