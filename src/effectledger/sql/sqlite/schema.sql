@@ -85,3 +85,11 @@ CREATE TRIGGER audit_events_no_delete BEFORE DELETE ON audit_events
 BEGIN
     SELECT RAISE(ABORT, 'audit_events is append-only');
 END;
+
+CREATE INDEX operations_ready
+    ON operations (destination_account, destination_endpoint, created_us)
+    WHERE state = 'READY';
+
+CREATE INDEX operations_unresolved
+    ON operations (tenant_id, operation_id)
+    WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN');
