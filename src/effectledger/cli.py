@@ -1,4 +1,4 @@
-"""The ``effectledger`` command: demo, status, audit, recover.
+"""The ``effectledger`` command: demo, migrate, status, audit, recover.
 
 Exit codes: 0 success; 1 an effectledger error (the message names its stable code); 2 a usage
 error; 3 ``status`` found an operation whose outcome is still uncertain (only with
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from effectledger.audit.chain import verify_chain
@@ -26,6 +27,7 @@ from effectledger.ledger import Ledger
 from effectledger.model import AuditEvent, Context, Operation
 from effectledger.recovery import RecoveryReport, RecoveryWorker
 from effectledger.store import open_store
+from effectledger.store.queries import migrations
 
 __all__ = ["main"]
 
@@ -71,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument("--dir", type=Path, help="folder for the demo's files (default: a new one)")
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="create the ledger schema or bring it up to date",
+        description=(
+            "Apply the pending schema migrations to the store, each once even when several "
+            "processes migrate at the same time."
+        ),
+    )
+    _db_argument(migrate)
 
     status = commands.add_parser("status", help="show a tenant's operations or one operation")
     _db_argument(status)
@@ -217,6 +229,21 @@ def _demo(console: Console, folder: Path | None) -> int:
     return 0
 
 
+def _migrate(console: Console, args: argparse.Namespace) -> int:
+    store = open_store(args.db, migrate=False)
+    try:
+        applied = store.migrate()
+        latest = migrations(store.dialect)[-1][0]
+    finally:
+        store.close()
+    if applied:
+        names = ", ".join(f"{version:04d}" for version in applied)
+        console.print(f"applied migration(s) {names}; schema at version {latest}")
+    else:
+        console.print(f"schema already at version {latest}; nothing to apply")
+    return 0
+
+
 def _status(console: Console, args: argparse.Namespace) -> int:
     store = open_store(args.db)
     try:
@@ -281,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(console, args.dir)
+        if args.command == "migrate":
+            return _migrate(console, args)
         if args.command == "status":
             return _status(console, args)
         if args.command == "audit":
@@ -288,7 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "recover":
             return _recover(console, args)
     except EffectLedgerError as exc:
-        Console(stderr=True).print(f"[red]error[/red] [{exc.code}]: {exc.message}")
+        # escape(): "[code]" would otherwise be read as console markup and vanish.
+        Console(stderr=True).print(f"[red]error[/red] {escape(f'[{exc.code}]: {exc.message}')}")
         return 1
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
 
