@@ -4,6 +4,10 @@ A repeated call for an operation that is not READY makes no attempt: it returns 
 state, including a success the caller never heard about. Anything that goes wrong after the
 claim and before a definite answer (an exception, a timeout, a cancellation) is recorded as
 ``Unknown``, never as a rejection, because the destination may have acted.
+
+A claim whose COMMIT was sent but never acknowledged (:class:`CommitUncertain`) is checked by
+its attempt id on a fresh connection: the effect is submitted only if the claim is proven
+stored.
 """
 
 from __future__ import annotations
@@ -13,8 +17,16 @@ import logging
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
+from effectledger.errors import CommitUncertain, StorageError
 from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id
-from effectledger.model import Context, DispatchResult, Observation, OperationState
+from effectledger.model import (
+    Context,
+    DestinationRef,
+    DispatchResult,
+    Observation,
+    OperationState,
+    PreparedAttempt,
+)
 
 __all__ = ["Executor"]
 
@@ -37,11 +49,63 @@ class Executor:
         if status.state is not OperationState.READY:
             return status
         attempt_id = new_id()
-        prepared = self.ledger.claim(
-            context, operation_id, attempt_id=attempt_id, executor_id=self.executor_id
-        )
-        if prepared is None:  # another worker claimed it between the read and the claim
+        try:
+            prepared = self.ledger.claim(
+                context, operation_id, attempt_id=attempt_id, executor_id=self.executor_id
+            )
+        except CommitUncertain as uncertain:
+            prepared = self._confirm(uncertain, context.tenant_id, operation_id, attempt_id)
+        if prepared is None:  # another worker claimed it first, or the claim did not commit
             return self.ledger.status(context, operation_id)
+        return self._perform(prepared)
+
+    def run_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+        """Perform up to ``limit`` READY operations bound to this executor's destination, once each.
+
+        Operations are claimed one per transaction with :meth:`Ledger.claim_next`, which skips
+        those another executor is claiming: any number of executors on any number of hosts can
+        run this loop against one database. Returns what was recorded for each operation taken.
+        """
+        bound = DestinationRef(
+            account_id=self.destination.account_id, endpoint=self.destination.endpoint
+        )
+        results: list[DispatchResult] = []
+        for _ in range(limit):
+            attempt_id = new_id()
+            try:
+                prepared = self.ledger.claim_next(
+                    bound, attempt_id=attempt_id, executor_id=self.executor_id
+                )
+            except CommitUncertain as uncertain:
+                tenant_id = uncertain.details.get("tenant_id")
+                operation_id = uncertain.details.get("operation_id")
+                if not (isinstance(tenant_id, str) and isinstance(operation_id, str)):
+                    raise
+                prepared = self._confirm(uncertain, tenant_id, operation_id, attempt_id)
+                if prepared is None:  # proven not claimed: it is still READY for the next pass
+                    continue
+            if prepared is None:
+                break
+            results.append(self._perform(prepared))
+        return results
+
+    def _confirm(
+        self, uncertain: CommitUncertain, tenant_id: str, operation_id: str, attempt_id: str
+    ) -> PreparedAttempt | None:
+        """The claim whose COMMIT went unacknowledged, if a fresh connection proves it stored.
+
+        ``None`` when it is proven absent. When even that cannot be found out, the original
+        :class:`CommitUncertain` is raised: nothing is submitted on a guess.
+        """
+        log.warning("claim of %s/%s: COMMIT unacknowledged, checking", tenant_id, operation_id)
+        try:
+            return self.ledger.committed_claim(tenant_id, operation_id, attempt_id)
+        except StorageError as exc:
+            raise uncertain from exc
+
+    def _perform(self, prepared: PreparedAttempt) -> DispatchResult:
+        """Submit one committed claim outside any transaction and record what came back."""
+        operation_id = prepared.operation_id
         ensure_matches(self.destination, prepared.destination)
         try:
             observation = self.destination.submit(prepared.command, prepared.idempotency_key)
