@@ -252,3 +252,21 @@ def test_deadlocked_transaction_is_run_again(postgres_url: str, named_store: Pos
 
     assert sorted(results) == ["op-a", "op-b"]
     assert len(runs) == 3  # one body ran twice
+
+
+@pytest.mark.postgres
+def test_audit_events_cannot_be_truncated(
+    postgres_url: str, receiver: SimulatedReceiver, context: Context
+) -> None:
+    """On PostgreSQL the append-only guard also refuses TRUNCATE of the audit trail."""
+    store = PostgresStore.from_url(postgres_url)
+    try:
+        ledger = Ledger(store)
+        admit(ledger, context, receiver)
+
+        with pytest.raises(psycopg.Error, match="append-only"):
+            run_sql(postgres_url, "TRUNCATE audit_events CASCADE")
+
+        assert len(ledger.events(context, "op-1")) == 1
+    finally:
+        store.close()

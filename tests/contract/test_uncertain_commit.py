@@ -8,7 +8,6 @@ receiver's own counters are the proof of what was or was not sent.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,6 +25,8 @@ from effectledger import (
 from effectledger.store.postgres import PostgresStore
 from tests.conftest import admit, with_options
 from tests.cutting_proxy import Cut, CuttingProxy
+
+pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
@@ -162,10 +163,3 @@ def test_unverifiable_claim_raises_and_submits_nothing(
     operation = Ledger(direct_store).get(context, "op-1")
     assert operation.state is OperationState.IN_PROGRESS  # recovery will look it up
     assert _attempts(direct_store, context, "op-1") == 1
-
-
-def test_commit_uncertain_is_a_storage_error(tmp_path: Path) -> None:
-    """CommitUncertain is a StorageError with a stable code, so callers can catch either."""
-    error = CommitUncertain("lost")
-    assert error.code == "commit_uncertain"
-    assert error.status == 503

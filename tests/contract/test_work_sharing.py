@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -261,8 +262,10 @@ def impatient_ledger(postgres_url: str, clock: ManualClock) -> Iterator[Ledger]:
 
 def _hold_row(postgres_url: str, operation_id: str) -> psycopg.Connection[tuple[object, ...]]:
     """An open transaction of another process that holds one operation row locked."""
-    connection = psycopg.connect(postgres_url.partition("?")[0])
-    schema = postgres_url.rpartition("schema=")[2]
+    parts = urlsplit(postgres_url)
+    query = dict(parse_qsl(parts.query))
+    schema = query.pop("schema")
+    connection = psycopg.connect(urlunsplit(parts._replace(query=urlencode(query))))
     connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
     connection.execute(
         "SELECT 1 FROM operations WHERE operation_id = %s FOR UPDATE", (operation_id,)
@@ -270,6 +273,7 @@ def _hold_row(postgres_url: str, operation_id: str) -> psycopg.Connection[tuple[
     return connection
 
 
+@pytest.mark.postgres
 def test_pool_claim_skips_an_operation_another_process_holds(
     impatient_ledger: Ledger,
     postgres_url: str,
@@ -293,6 +297,7 @@ def test_pool_claim_skips_an_operation_another_process_holds(
     assert impatient_ledger.get(context, "op-1").state is OperationState.READY
 
 
+@pytest.mark.postgres
 def test_reserve_due_skips_an_attempt_another_worker_holds(
     impatient_ledger: Ledger,
     postgres_url: str,
