@@ -1,7 +1,7 @@
 """Lifecycle throughput of the PostgreSQL ledger beside the raw psycopg floor, in one run.
 
     python benchmarks/ledger_postgres.py [--url postgresql://...] [--operations 1200]
-                                         [--workers 1,4,8]
+                                         [--workers 1,4,8] [--repeat 3]
 
 For each number of worker processes, the same number of operations is pushed through two runs
 on fresh schemas of the same database:
@@ -14,7 +14,8 @@ on fresh schemas of the same database:
 
 Each worker has its own simulated receiver file (SQLite, ``synchronous=NORMAL``) so the
 destination does not dominate. Throughput is operations per second from the first worker's
-start to the last worker's end; the ratio ledger/floor is the figure to watch (target >= 0.5).
+start to the last worker's end, best of ``--repeat`` alternating runs (the machine may be shared);
+the ratio ledger/floor is the figure to watch (target >= 0.5).
 The URL defaults to ``$EFFECTLEDGER_BENCH_POSTGRES_URL``, then ``$EFFECTLEDGER_TEST_POSTGRES_URL``.
 """
 
@@ -230,19 +231,34 @@ def main() -> int:
     )
     parser.add_argument("--operations", type=int, default=1200, help="operations per run")
     parser.add_argument("--workers", default="1,4,8", help="worker process counts")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each; the best of each is reported"
+    )
     args = parser.parse_args()
     if not args.url:
         parser.error("give --url or set EFFECTLEDGER_BENCH_POSTGRES_URL")
     counts = [int(part) for part in args.workers.split(",")]
-    print(f"{args.operations} operations per run; 3 transactions per operation")
+    print(
+        f"{args.operations} operations per run, 3 transactions per operation, "
+        f"best of {args.repeat} runs"
+    )
     print(f"{'workers':>7}  {'ledger ops/s':>12}  {'floor ops/s':>11}  {'ratio':>5}")
     for workers in counts:
-        floor, floor_url = _measure(floor_worker, args.url, workers, args.operations)
-        ledger, ledger_url = _measure(ledger_worker, args.url, workers, args.operations)
+        floors: list[float] = []
+        ledgers: list[float] = []
         done = args.operations // workers * workers
-        _check_and_drop(floor_url, done)
-        _check_and_drop(ledger_url, done)
-        print(f"{workers:>7}  {ledger:>12.0f}  {floor:>11.0f}  {ledger / floor:>5.2f}")
+        for _ in range(args.repeat):  # alternate, so both see the same machine
+            floor, floor_url = _measure(floor_worker, args.url, workers, args.operations)
+            _check_and_drop(floor_url, done)
+            ledger, ledger_url = _measure(ledger_worker, args.url, workers, args.operations)
+            _check_and_drop(ledger_url, done)
+            floors.append(floor)
+            ledgers.append(ledger)
+        best_ledger, best_floor = max(ledgers), max(floors)
+        print(
+            f"{workers:>7}  {best_ledger:>12.0f}  {best_floor:>11.0f}  "
+            f"{best_ledger / best_floor:>5.2f}"
+        )
     return 0
 
 

@@ -65,7 +65,7 @@ DISPATCH_WORKER = "dispatch-worker"
 RECOVERY_WORKER = "recovery-worker"
 MAX_REFERENCE_LENGTH = 512
 _RECORD_ATTEMPTS = 3
-_CLAIM_WINDOW = 8  # READY rows a pool claim may look past (those failing integrity checks)
+_CLAIM_PASSES = 8  # READY rows failing their integrity check that one pool claim passes over
 _OWNING_STATES = (
     OperationState.IN_PROGRESS.value,
     OperationState.OUTCOME_UNKNOWN.value,
@@ -541,21 +541,33 @@ class Ledger:
         """
         validate_identifier(attempt_id, "attempt_id")
         picked: list[Row] = []
-        window = {
+        start = {
             "destination_account": destination.account_id,
             "destination_endpoint": destination.endpoint,
-            "limit": _CLAIM_WINDOW,
+            "after_us": -1,
+            "after_tenant": "",
+            "after_operation": "",
         }
 
         def body(tx: Transaction) -> PreparedAttempt | None:
             picked.clear()
-            for row in tx.all("operations_ready_lock", window):
+            position = start
+            for _ in range(_CLAIM_PASSES):
+                row = tx.one("operations_ready_lock", position)
+                if row is None:
+                    return None
                 try:
                     prepared = self._claim_row(
                         tx, row, attempt_id=attempt_id, executor_id=executor_id
                     )
                 except IntegrityError as exc:  # raised before anything is written
                     log.error("not claiming %s/%s: %s", row["tenant_id"], row["operation_id"], exc)
+                    position = {
+                        **start,
+                        "after_us": row["created_us"],
+                        "after_tenant": row["tenant_id"],
+                        "after_operation": row["operation_id"],
+                    }
                     continue
                 picked.append(row)
                 return prepared

@@ -61,14 +61,16 @@ SELECT tenant_id, operation_id, requester_id FROM operations
 WHERE state = 'READY' ORDER BY created_us LIMIT %(limit)s;
 
 -- name: operations_ready_lock
--- The oldest READY operations of one destination that no other executor holds, locked for a
--- claim in this transaction.
+-- The oldest READY operation of one destination after a position in the queue that no
+-- other executor holds, locked for a claim in this transaction.
 SELECT * FROM operations
 WHERE state = 'READY'
   AND destination_account = %(destination_account)s
   AND destination_endpoint = %(destination_endpoint)s
+  AND (created_us, tenant_id, operation_id)
+      > (%(after_us)s, %(after_tenant)s, %(after_operation)s)
 ORDER BY created_us, tenant_id, operation_id
-LIMIT %(limit)s
+LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
 -- name: attempt_insert

@@ -95,7 +95,7 @@ CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON audit_events
     FOR EACH STATEMENT EXECUTE FUNCTION audit_events_append_only();
 
 CREATE INDEX operations_ready
-    ON operations (destination_account, destination_endpoint, created_us)
+    ON operations (destination_account, destination_endpoint, created_us, tenant_id, operation_id)
     WHERE state = 'READY';
 
 CREATE INDEX operations_unresolved

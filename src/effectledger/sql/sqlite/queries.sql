@@ -51,12 +51,16 @@ SELECT tenant_id, operation_id, requester_id FROM operations
 WHERE state = 'READY' ORDER BY created_us LIMIT :limit;
 
 -- name: operations_ready_lock
--- The oldest READY operations of one destination, for a claim in this write transaction.
+-- The oldest READY operation of one destination after a position in the queue, for a claim
+-- in this write transaction (BEGIN IMMEDIATE serializes executors).
 SELECT * FROM operations
 WHERE state = 'READY'
-  AND destination_account = :destination_account AND destination_endpoint = :destination_endpoint
+  AND destination_account = :destination_account
+  AND destination_endpoint = :destination_endpoint
+  AND (created_us, tenant_id, operation_id)
+      > (:after_us, :after_tenant, :after_operation)
 ORDER BY created_us, tenant_id, operation_id
-LIMIT :limit;
+LIMIT 1;
 
 -- name: attempt_insert
 INSERT INTO attempts (
@@ -91,11 +95,13 @@ UPDATE attempts SET recover_after_us = :recover_after_us
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
 
 -- name: attempts_due
+-- CROSS JOIN makes SQLite start from the few unresolved operations (operations_unresolved)
+-- instead of walking every attempt ever made through attempts_due.
 SELECT a.tenant_id, a.operation_id, a.attempt_id
-FROM attempts AS a
-JOIN operations AS o
-  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
- AND o.active_attempt_id = a.attempt_id
+FROM operations AS o
+CROSS JOIN attempts AS a
+  ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+ AND a.attempt_id = o.active_attempt_id
 WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
 ORDER BY a.recover_after_us
 LIMIT :limit;
@@ -103,10 +109,10 @@ LIMIT :limit;
 -- name: attempts_due_lock
 -- attempts_due for a reservation in this write transaction (BEGIN IMMEDIATE serializes workers).
 SELECT a.tenant_id, a.operation_id, a.attempt_id
-FROM attempts AS a
-JOIN operations AS o
-  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
- AND o.active_attempt_id = a.attempt_id
+FROM operations AS o
+CROSS JOIN attempts AS a
+  ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+ AND a.attempt_id = o.active_attempt_id
 WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
 ORDER BY a.recover_after_us
 LIMIT :limit;

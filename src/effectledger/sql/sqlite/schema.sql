@@ -87,7 +87,7 @@ BEGIN
 END;
 
 CREATE INDEX operations_ready
-    ON operations (destination_account, destination_endpoint, created_us)
+    ON operations (destination_account, destination_endpoint, created_us, tenant_id, operation_id)
     WHERE state = 'READY';
 
 CREATE INDEX operations_unresolved

@@ -3,7 +3,7 @@
 -- the unresolved operations. Neither walks the history of resolved operations.
 
 CREATE INDEX operations_ready
-    ON operations (destination_account, destination_endpoint, created_us)
+    ON operations (destination_account, destination_endpoint, created_us, tenant_id, operation_id)
     WHERE state = 'READY';
 
 CREATE INDEX operations_unresolved
