@@ -31,8 +31,8 @@ from effectledger.store import Store
 POSTGRES_URL_VARIABLE = "EFFECTLEDGER_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgres")
 _BACKEND_PARAMS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param(name, id=name, marks=[pytest.mark.postgres] if name == "postgres" else [])
+    for name in BACKENDS
 ]
 _created_schemas: set[str] = set()
 
