@@ -15,7 +15,9 @@ on fresh schemas of the same database:
 Each worker has its own simulated receiver file (SQLite, ``synchronous=NORMAL``) so the
 destination does not dominate. Throughput is operations per second from the first worker's
 start to the last worker's end, best of ``--repeat`` alternating runs (the machine may be shared);
-the ratio ledger/floor is the figure to watch (target >= 0.5).
+the ratio ledger/floor is the figure to watch (target >= 0.5). The CPU columns are the worker
+processes' own CPU time per operation (the server's is not included): once the machine's cores
+are saturated, throughput follows CPU per operation.
 The URL defaults to ``$EFFECTLEDGER_BENCH_POSTGRES_URL``, then ``$EFFECTLEDGER_TEST_POSTGRES_URL``.
 """
 
@@ -80,7 +82,7 @@ def ledger_worker(
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     ids = [f"w{worker}-op-{index}" for index in range(count)]
     start.wait()
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     for operation_id in ids:
         ledger.admit(
             context,
@@ -94,7 +96,7 @@ def ledger_worker(
         if result.state is not OperationState.SUCCEEDED:
             raise SystemExit(f"{operation_id} ended {result.state}")
     ended = time.monotonic()
-    times[2 * worker], times[2 * worker + 1] = began, ended
+    times[3 * worker : 3 * worker + 3] = [began, ended, time.process_time() - cpu]
     receiver.close()
     store.close()
 
@@ -151,7 +153,7 @@ def floor_worker(
     command = '{"action":"send_support_reply","arguments":{"body":"Your refund is on its way.",'
     command += '"recipient":"customer@example.com"},"contract_version":"reply-v1"}'
     start.wait()
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     for index in range(count):
         operation_id = f"w{worker}-op-{index}"
         params = {
@@ -173,7 +175,7 @@ def floor_worker(
                 connection.execute(statement, params)
             connection.commit()
     ended = time.monotonic()
-    times[2 * worker], times[2 * worker + 1] = began, ended
+    times[3 * worker : 3 * worker + 3] = [began, ended, time.process_time() - cpu]
     connection.close()
 
 
@@ -182,14 +184,17 @@ def _measure(
     base_url: str,
     workers: int,
     operations: int,
-) -> tuple[float, str]:
-    """Run ``target`` in ``workers`` processes on a fresh schema; return ops/s and the URL."""
+) -> tuple[float, float, str]:
+    """Run ``target`` in ``workers`` processes on a fresh schema.
+
+    Returns operations per second, the workers' own CPU seconds per operation, and the URL.
+    """
     schema = f"el_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     url = _with_schema(base_url, schema)
     open_store(url).close()  # create and migrate the schema outside the measurement
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(workers)
-    times = context.Manager().list([0.0] * (2 * workers))
+    times = context.Manager().list([0.0] * (3 * workers))
     per_worker = operations // workers
     with tempfile.TemporaryDirectory() as folder:
         processes = [
@@ -202,8 +207,9 @@ def _measure(
             process.join()
         if any(process.exitcode != 0 for process in processes):
             raise SystemExit(f"a {target.__name__} process failed")
-    elapsed = max(times[1::2]) - min(times[0::2])
-    return per_worker * workers / elapsed, url
+    elapsed = max(times[1::3]) - min(times[0::3])
+    done = per_worker * workers
+    return done / elapsed, sum(times[2::3]) / done, url
 
 
 def _check_and_drop(url: str, expected: int) -> None:
@@ -242,22 +248,25 @@ def main() -> int:
         f"{args.operations} operations per run, 3 transactions per operation, "
         f"best of {args.repeat} runs"
     )
-    print(f"{'workers':>7}  {'ledger ops/s':>12}  {'floor ops/s':>11}  {'ratio':>5}")
+    print(
+        f"{'workers':>7}  {'ledger ops/s':>12}  {'floor ops/s':>11}  {'ratio':>5}  "
+        f"{'ledger cpu':>10}  {'floor cpu':>9}   (client CPU, us per operation)"
+    )
     for workers in counts:
-        floors: list[float] = []
-        ledgers: list[float] = []
+        floors: list[tuple[float, float]] = []
+        ledgers: list[tuple[float, float]] = []
         done = args.operations // workers * workers
         for _ in range(args.repeat):  # alternate, so both see the same machine
-            floor, floor_url = _measure(floor_worker, args.url, workers, args.operations)
+            *floor, floor_url = _measure(floor_worker, args.url, workers, args.operations)
             _check_and_drop(floor_url, done)
-            ledger, ledger_url = _measure(ledger_worker, args.url, workers, args.operations)
+            *ledger, ledger_url = _measure(ledger_worker, args.url, workers, args.operations)
             _check_and_drop(ledger_url, done)
-            floors.append(floor)
-            ledgers.append(ledger)
-        best_ledger, best_floor = max(ledgers), max(floors)
+            floors.append((floor[0], floor[1]))
+            ledgers.append((ledger[0], ledger[1]))
+        (ledger_rate, ledger_cpu), (floor_rate, floor_cpu) = max(ledgers), max(floors)
         print(
-            f"{workers:>7}  {best_ledger:>12.0f}  {best_floor:>11.0f}  "
-            f"{best_ledger / best_floor:>5.2f}"
+            f"{workers:>7}  {ledger_rate:>12.0f}  {floor_rate:>11.0f}  "
+            f"{ledger_rate / floor_rate:>5.2f}  {ledger_cpu * 1e6:>10.0f}  {floor_cpu * 1e6:>9.0f}"
         )
     return 0
 
