@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from effectledger import (
     Command,
@@ -21,20 +28,106 @@ from effectledger import (
 )
 from effectledger.store import Store
 
-BACKENDS = ("sqlite",)
+POSTGRES_URL_VARIABLE = "EFFECTLEDGER_TEST_POSTGRES_URL"
+BACKENDS = ("sqlite", "postgres")
+_BACKEND_PARAMS = [
+    pytest.param(name, id=name, marks=[pytest.mark.postgres] if name == "postgres" else [])
+    for name in BACKENDS
+]
+_created_schemas: set[str] = set()
+
+
+@functools.cache
+def _postgres_problem() -> str | None:
+    """Why the PostgreSQL backend cannot run here, or ``None`` if its server answers."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if not url:
+        return (
+            f"{POSTGRES_URL_VARIABLE} is not set; set it to a database the tests may fill, "
+            "e.g. postgresql://postgres@127.0.0.1:5432/test"
+        )
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return f"the PostgreSQL server in {POSTGRES_URL_VARIABLE} is unreachable: {exc}"
+    return None
+
+
+def require_postgres() -> str:
+    """The base URL of the test server; skips without one, but fails under CI or if it is down."""
+    problem = _postgres_problem()
+    if problem is not None:
+        if in_ci() or os.environ.get(POSTGRES_URL_VARIABLE):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return os.environ[POSTGRES_URL_VARIABLE]
+
+
+def postgres_schema(tmp_path: Path) -> str:
+    """The schema that holds the PostgreSQL store of the test owning ``tmp_path``."""
+    digest = hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]
+    return f"el_test_{os.getpid()}_{digest}"
+
+
+def with_options(url: str, **options: object) -> str:
+    """``url`` with ``options`` added to its query string."""
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query), *((key, str(value)) for key, value in options.items())]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def make_store_url(backend: str, tmp_path: Path) -> str:
-    """A URL of an empty store of ``backend`` that belongs to one test."""
+    """A URL of an empty store of ``backend`` that belongs to one test.
+
+    PostgreSQL stores live in a schema of their own in the database named by
+    ``EFFECTLEDGER_TEST_POSTGRES_URL``; the ``store_url`` fixture drops it after the test.
+    """
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.db'}"
+    if backend == "postgres":
+        base = require_postgres()
+        schema = postgres_schema(tmp_path)
+        _created_schemas.add(schema)
+        return with_options(base, schema=schema)
     raise AssertionError(f"unknown backend {backend}")  # pragma: no cover
 
 
-@pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def drop_postgres_schema(schema: str) -> None:
+    """Drop one test schema (and everything in it) if it exists."""
+    with psycopg.connect(os.environ[POSTGRES_URL_VARIABLE], autocommit=True) as connection:
+        connection.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+        )
+    _created_schemas.discard(schema)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_leftover_schemas() -> Iterator[None]:
+    """Drop the schemas of tests that built a store URL without the ``store_url`` fixture."""
+    yield
+    for schema in sorted(_created_schemas):
+        drop_postgres_schema(schema)
+
+
+@pytest.fixture(params=_BACKEND_PARAMS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The name of a store backend: every backend test runs once per backend."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh, empty ledger store, once per backend."""
-    return make_store_url(str(request.param), tmp_path)
+    yield make_store_url(backend, tmp_path)
+    if backend == "postgres":
+        drop_postgres_schema(postgres_schema(tmp_path))
+
+
+@pytest.fixture
+def postgres_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL store URL, for tests of what only a networked database can do."""
+    yield make_store_url("postgres", tmp_path)
+    drop_postgres_schema(postgres_schema(tmp_path))
 
 
 @pytest.fixture
@@ -111,6 +204,30 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+def run_sql(
+    store_url: str, statement: str, params: tuple[object, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Run one statement (``?`` placeholders) straight through the driver, around the store.
+
+    For tests that must tamper with or inspect rows the way an intruder or an operator would.
+    """
+    if store_url.startswith("sqlite:"):
+        connection = sqlite3.connect(urlsplit(store_url).path[1:])
+        try:
+            with connection:
+                return connection.execute(statement, params).fetchall()
+        finally:
+            connection.close()
+    parts = urlsplit(store_url)
+    query = dict(parse_qsl(parts.query))
+    schema = query.pop("schema")
+    base = urlunsplit(parts._replace(query=urlencode(query)))
+    with psycopg.connect(base) as connection:
+        connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
+        cursor = connection.execute(statement.replace("?", "%s").encode(), params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
 def raw_sql(store_url: str, statement: str) -> list[tuple[object, ...]]:
     """Run one literal SQL statement on the store's database, outside the ledger.
 
@@ -127,7 +244,7 @@ def raw_sql(store_url: str, statement: str) -> list[tuple[object, ...]]:
             return [tuple(row) for row in connection.execute(statement).fetchall()]
         finally:
             connection.close()
-    raise AssertionError(f"raw_sql does not know {store_url}")  # pragma: no cover
+    return run_sql(store_url, statement)
 
 
 def count_rows(store_url: str, table: str, where: str = "1 = 1") -> int:
@@ -145,3 +262,38 @@ def require_module(name: str) -> None:
         if in_ci():
             pytest.fail(message + " (CI installs every extra)")
         pytest.skip(message)
+
+
+RAW_REFUSED = (sqlite3.IntegrityError, psycopg.errors.IntegrityError)
+"""What a refused out-of-band write raises, on either backend's own driver."""
+
+
+def drop_trigger(store_url: str, table: str, trigger: str) -> None:
+    """Remove a protective trigger, as a hostile database administrator could."""
+    if store_url.startswith("sqlite:"):
+        raw_sql(store_url, f"DROP TRIGGER {trigger}")
+    else:
+        raw_sql(store_url, f"DROP TRIGGER {trigger} ON {table}")
+
+
+def refuse_event(store_url: str, event_type: str) -> None:
+    """Make the database refuse to store audit events of ``event_type`` (a real failed write)."""
+    if store_url.startswith("sqlite:"):
+        raw_sql(
+            store_url,
+            f"CREATE TRIGGER refuse_{event_type} BEFORE INSERT ON audit_events "
+            f"WHEN NEW.event_type = '{event_type}' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        return
+    raw_sql(
+        store_url,
+        f"CREATE FUNCTION refuse_{event_type.lower()}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'integrity_constraint_violation'; "
+        "END; $$",
+    )
+    raw_sql(
+        store_url,
+        f"CREATE TRIGGER refuse_{event_type.lower()} BEFORE INSERT ON audit_events FOR EACH ROW "
+        f"WHEN (NEW.event_type = '{event_type}') "
+        f"EXECUTE FUNCTION refuse_{event_type.lower()}()",
+    )

@@ -38,7 +38,7 @@ from effectledger.errors import (
     ToolArgumentsRejected,
 )
 from effectledger.executor import Executor
-from effectledger.ledger import Ledger, LedgerSettings, new_id
+from effectledger.ledger import DueWork, Ledger, LedgerSettings, new_id
 from effectledger.model import (
     Attempt,
     AuditEvent,
@@ -81,6 +81,7 @@ __all__ = [
     "DestinationMismatch",
     "DestinationRef",
     "DispatchResult",
+    "DueWork",
     "EffectLedgerError",
     "EffectResult",
     "EffectService",

@@ -1,4 +1,4 @@
-"""The ``effectledger`` command: demo, status, audit, recover.
+"""The ``effectledger`` command: demo, migrate, status, audit, recover.
 
 Exit codes: 0 success; 1 an effectledger error (the message names its stable code); 2 a usage
 error; 3 ``status`` found an operation whose outcome is still uncertain (only with
@@ -27,6 +27,7 @@ from effectledger.ledger import Ledger
 from effectledger.model import Context, Operation
 from effectledger.recovery import RecoveryReport, RecoveryWorker
 from effectledger.store import open_store
+from effectledger.store.queries import migrations
 
 __all__ = ["main"]
 
@@ -72,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument("--dir", type=Path, help="folder for the demo's files (default: a new one)")
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="create the ledger schema or bring it up to date",
+        description=(
+            "Apply the pending schema migrations to the store, each once even when several "
+            "processes migrate at the same time."
+        ),
+    )
+    _db_argument(migrate)
 
     status = commands.add_parser("status", help="show a tenant's operations or one operation")
     _db_argument(status)
@@ -137,6 +148,21 @@ def _report_line(report: RecoveryReport) -> str:
         f"still unknown {len(report.still_unknown)}, escalated {len(report.escalated)}, "
         f"skipped {len(report.skipped)}, failed {len(report.failed)}"
     )
+
+
+def _migrate(console: Console, args: argparse.Namespace) -> int:
+    store = open_store(args.db, migrate=False)
+    try:
+        applied = store.migrate()
+        latest = migrations(store.dialect)[-1][0]
+    finally:
+        store.close()
+    if applied:
+        names = ", ".join(f"{version:04d}" for version in applied)
+        console.print(f"applied migration(s) {names}; schema at version {latest}")
+    else:
+        console.print(f"schema already at version {latest}; nothing to apply")
+    return 0
 
 
 def _status(console: Console, args: argparse.Namespace) -> int:
@@ -205,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return run_demo(console, args.dir)
+        if args.command == "migrate":
+            return _migrate(console, args)
         if args.command == "status":
             return _status(console, args)
         if args.command == "audit":
@@ -212,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "recover":
             return _recover(console, args)
     except EffectLedgerError as exc:
+        # escape(): "[code]" would otherwise be read as console markup and vanish.
         Console(stderr=True).print(f"[red]error[/red] {escape(f'[{exc.code}]: {exc.message}')}")
         return 1
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

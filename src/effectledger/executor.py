@@ -4,6 +4,10 @@ A repeated call for an operation that is not READY makes no attempt: it returns 
 state, including a success the caller never heard about. Anything that goes wrong after the
 claim and before a definite answer (an exception, a timeout, a cancellation) is recorded as
 ``Unknown``, never as a rejection, because the destination may have acted.
+
+A claim whose COMMIT was sent but never acknowledged (:class:`CommitUncertain`) is checked by
+its attempt id on a fresh connection: the effect is submitted only if the claim is proven
+stored.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
+from effectledger.errors import CommitUncertain, StorageError
 from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id
 from effectledger.model import (
     Context,
@@ -22,6 +27,7 @@ from effectledger.model import (
     Observation,
     Operation,
     OperationState,
+    PreparedAttempt,
 )
 
 __all__ = ["DispatchGuard", "Executor"]
@@ -72,16 +78,82 @@ class Executor:
         bound_to = DestinationRef(
             account_id=self.destination.account_id, endpoint=self.destination.endpoint
         )
-        prepared = self.ledger.claim(
-            context,
-            operation_id,
-            attempt_id=attempt_id,
-            executor_id=self.executor_id,
-            bound_to=bound_to,
-            expected_version=expected_version,
-        )
-        if prepared is None:  # another worker claimed it between the read and the claim
+        try:
+            prepared = self.ledger.claim(
+                context,
+                operation_id,
+                attempt_id=attempt_id,
+                executor_id=self.executor_id,
+                bound_to=bound_to,
+                expected_version=expected_version,
+            )
+        except CommitUncertain as uncertain:
+            prepared = self._confirm(uncertain, context.tenant_id, operation_id, attempt_id)
+        if prepared is None:  # another worker claimed it first, or the claim did not commit
             return self.ledger.status(context, operation_id)
+        return self._perform(prepared)
+
+    def run_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+        """Perform up to ``limit`` READY operations bound to this executor's destination, once each.
+
+        Operations are claimed one per transaction with :meth:`Ledger.claim_next`, which skips
+        those another executor is claiming: any number of executors on any number of hosts can
+        run this loop against one database. Returns what was recorded for each operation taken.
+        With a dispatch ``guard`` each operation is rechecked before its claim instead.
+        """
+        bound = DestinationRef(
+            account_id=self.destination.account_id, endpoint=self.destination.endpoint
+        )
+        results: list[DispatchResult] = []
+        if self.guard is not None:
+            # The dispatch-time recheck must run before a claim, so each operation goes through
+            # execute() under its requester's identity; a racing executor's claim wins cleanly.
+            # Only the stored identity is known here (no roles): a role-based permission recheck
+            # fails closed and releases the operation.
+            for tenant_id, operation_id, requester_id in self.ledger.ready_operations(
+                bound, limit=limit
+            ):
+                requester = Context(tenant_id=tenant_id, actor_id=requester_id)
+                results.append(self.execute(requester, operation_id))
+            return results
+        for _ in range(limit):
+            attempt_id = new_id()
+            try:
+                prepared = self.ledger.claim_next(
+                    bound, attempt_id=attempt_id, executor_id=self.executor_id
+                )
+            except CommitUncertain as uncertain:
+                uncertain_tenant = uncertain.details.get("tenant_id")
+                uncertain_operation = uncertain.details.get("operation_id")
+                if not (isinstance(uncertain_tenant, str) and isinstance(uncertain_operation, str)):
+                    raise
+                prepared = self._confirm(
+                    uncertain, uncertain_tenant, uncertain_operation, attempt_id
+                )
+                if prepared is None:  # proven not claimed: it is still READY for the next pass
+                    continue
+            if prepared is None:
+                break
+            results.append(self._perform(prepared))
+        return results
+
+    def _confirm(
+        self, uncertain: CommitUncertain, tenant_id: str, operation_id: str, attempt_id: str
+    ) -> PreparedAttempt | None:
+        """The claim whose COMMIT went unacknowledged, if a fresh connection proves it stored.
+
+        ``None`` when it is proven absent. When even that cannot be found out, the original
+        :class:`CommitUncertain` is raised: nothing is submitted on a guess.
+        """
+        log.warning("claim of %s/%s: COMMIT unacknowledged, checking", tenant_id, operation_id)
+        try:
+            return self.ledger.committed_claim(tenant_id, operation_id, attempt_id)
+        except StorageError as exc:
+            raise uncertain from exc
+
+    def _perform(self, prepared: PreparedAttempt) -> DispatchResult:
+        """Submit one committed claim outside any transaction and record what came back."""
+        operation_id = prepared.operation_id
         ensure_matches(self.destination, prepared.destination)
         try:
             observation = self.destination.submit(prepared.command, prepared.idempotency_key)

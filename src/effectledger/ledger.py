@@ -9,6 +9,7 @@ the transaction rolls back and the operation is as it was.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ from effectledger.canonical import canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AdmissionConflict,
+    CommitUncertain,
     ConcurrentModification,
     DestinationMismatch,
     EvidenceRequired,
+    IntegrityError,
     InvalidInput,
     InvalidTransition,
     MissingAdmission,
@@ -54,16 +57,20 @@ __all__ = [
     "AUDITOR_ROLE",
     "DISPATCH_WORKER",
     "RECOVERY_WORKER",
+    "DueWork",
     "Ledger",
     "LedgerSettings",
     "new_id",
 ]
 
 AUDITOR_ROLE = "auditor"
+log = logging.getLogger(__name__)
+
 DISPATCH_WORKER = "dispatch-worker"
 RECOVERY_WORKER = "recovery-worker"
 MAX_REFERENCE_LENGTH = 512
 _RECORD_ATTEMPTS = 3
+_CLAIM_PASSES = 8  # READY rows failing their integrity check that one pool claim passes over
 _OWNING_STATES = (
     OperationState.IN_PROGRESS.value,
     OperationState.OUTCOME_UNKNOWN.value,
@@ -97,6 +104,18 @@ def _reference(value: str | None, what: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 512):
         raise InvalidInput(f"{what} must be 1-{MAX_REFERENCE_LENGTH} characters", field=what)
     return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DueWork:
+    """What one :meth:`Ledger.reserve_due` transaction took on.
+
+    ``lookups``: attempts whose lookup this worker reserved and must now perform.
+    ``escalated``: ``(tenant, operation)`` moved to MANUAL_REVIEW instead of being looked up.
+    """
+
+    lookups: tuple[Attempt, ...] = ()
+    escalated: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -597,69 +616,173 @@ class Ledger:
         key = self._key(context.tenant_id, operation_id)
 
         def body(tx: Transaction) -> PreparedAttempt | None:
-            row = tx.one("operation_get", key)
+            row = tx.one("operation_lock", key)
             if row is None or row["requester_id"] != context.actor_id:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             if row["state"] != OperationState.READY.value:
                 return None
             if expected_version is not None and int(row["version"]) != expected_version:
                 return None
-            # The stored bytes themselves must still hash to the admitted fingerprint.
-            if digest_bytes("command", row["command_json"].encode()) != row["fingerprint"]:
-                raise TamperedCommand(
-                    f"the stored command of {operation_id} does not match its fingerprint",
-                    operation_id=operation_id,
-                )
-            if not str(row["admission_reference"] or "").strip():
-                raise MissingAdmission(
-                    f"operation {operation_id} has no admission reference",
-                    operation_id=operation_id,
-                )
-            destination = DestinationRef(
-                account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-            )
-            if bound_to is not None and bound_to != destination:
-                raise DestinationMismatch(
-                    "the destination adapter is not bound to the operation's account and endpoint",
-                    operation_id=operation_id,
-                )
-            now_us = self._now_us()
-            tx.run(
-                "attempt_insert",
-                {
-                    **key,
-                    "attempt_id": attempt_id,
-                    "executor_id": executor_id,
-                    "destination_account": destination.account_id,
-                    "destination_endpoint": destination.endpoint,
-                    "idempotency_key": row["idempotency_key"],
-                    "now_us": now_us,
-                    "recover_after_us": now_us + _micros(self.settings.recover_after),
-                },
-            )
-            self._transition(
-                tx,
-                row,
-                actor=executor_id,
-                event_type="AttemptPrepared",
-                now_us=now_us,
-                attempt_id=attempt_id,
-                state=OperationState.IN_PROGRESS.value,
-                active_attempt_id=attempt_id,
-            )
-            return PreparedAttempt(
-                tenant_id=context.tenant_id,
-                operation_id=operation_id,
-                attempt_id=attempt_id,
-                command=_command(row),
-                idempotency_key=row["idempotency_key"],
-                destination=destination,
+            return self._claim_row(
+                tx, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
             )
 
         prepared = self.store.write(body, label="claim")
         if prepared is not None:
             crash_point("after_claim")
         return prepared
+
+    def ready_operations(
+        self, destination: DestinationRef, *, limit: int = 100
+    ) -> list[tuple[str, str, str]]:
+        """``(tenant, operation, requester)`` of READY operations bound to ``destination``."""
+        rows = self.store.read(
+            lambda tx: tx.all(
+                "operations_ready",
+                {
+                    "destination_account": destination.account_id,
+                    "destination_endpoint": destination.endpoint,
+                    "limit": limit,
+                },
+            )
+        )
+        return [(row["tenant_id"], row["operation_id"], row["requester_id"]) for row in rows]
+
+    def claim_next(
+        self,
+        destination: DestinationRef,
+        *,
+        attempt_id: str,
+        executor_id: str = DISPATCH_WORKER,
+    ) -> PreparedAttempt | None:
+        """Claim the oldest READY operation bound to ``destination``, or return ``None``.
+
+        For trusted executor pools: the same claim as :meth:`claim`, on an operation picked in
+        the same transaction among those no other executor is claiming (``FOR UPDATE SKIP
+        LOCKED`` on PostgreSQL), so any number of pools share the queue and each operation is
+        claimed once. An operation that fails its integrity check is left READY and logged,
+        never claimed. If the COMMIT's acknowledgement is lost, the :class:`CommitUncertain`
+        raised names the operation, so the caller can check the claim with
+        :meth:`committed_claim`.
+        """
+        validate_identifier(attempt_id, "attempt_id")
+        picked: list[Row] = []
+        start = {
+            "destination_account": destination.account_id,
+            "destination_endpoint": destination.endpoint,
+            "after_us": -1,
+            "after_tenant": "",
+            "after_operation": "",
+        }
+
+        def body(tx: Transaction) -> PreparedAttempt | None:
+            picked.clear()
+            position = start
+            for _ in range(_CLAIM_PASSES):
+                row = tx.one("operations_ready_lock", position)
+                if row is None:
+                    return None
+                try:
+                    prepared = self._claim_row(
+                        tx, row, attempt_id=attempt_id, executor_id=executor_id
+                    )
+                except IntegrityError as exc:  # raised before anything is written
+                    log.error("not claiming %s/%s: %s", row["tenant_id"], row["operation_id"], exc)
+                    position = {
+                        **start,
+                        "after_us": row["created_us"],
+                        "after_tenant": row["tenant_id"],
+                        "after_operation": row["operation_id"],
+                    }
+                    continue
+                picked.append(row)
+                return prepared
+            return None
+
+        try:
+            prepared = self.store.write(body, label="claim_next")
+        except CommitUncertain as exc:
+            if not picked:
+                raise
+            raise CommitUncertain(
+                exc.message,
+                tenant_id=picked[0]["tenant_id"],
+                operation_id=picked[0]["operation_id"],
+                attempt_id=attempt_id,
+            ) from exc
+        if prepared is not None:
+            crash_point("after_claim")
+        return prepared
+
+    def _claim_row(
+        self,
+        tx: Transaction,
+        row: Row,
+        *,
+        attempt_id: str,
+        executor_id: str,
+        bound_to: DestinationRef | None = None,
+    ) -> PreparedAttempt | None:
+        """The claim step on a row read (and locked) in this transaction: checks, attempt, event.
+
+        Raises an :class:`IntegrityError` before writing anything if the stored command no longer
+        hashes to its fingerprint or the admission reference is missing, and
+        :class:`DestinationMismatch` if ``bound_to`` is not the operation's destination.
+        """
+        operation_id = row["operation_id"]
+        if row["state"] != OperationState.READY.value:
+            return None
+        # The stored bytes themselves must still hash to the admitted fingerprint.
+        if digest_bytes("command", row["command_json"].encode()) != row["fingerprint"]:
+            raise TamperedCommand(
+                f"the stored command of {operation_id} does not match its fingerprint",
+                operation_id=operation_id,
+            )
+        if not str(row["admission_reference"] or "").strip():
+            raise MissingAdmission(
+                f"operation {operation_id} has no admission reference",
+                operation_id=operation_id,
+            )
+        destination = DestinationRef(
+            account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+        )
+        if bound_to is not None and bound_to != destination:
+            raise DestinationMismatch(
+                "the destination adapter is not bound to the operation's account and endpoint",
+                operation_id=operation_id,
+            )
+        now_us = self._now_us()
+        tx.run(
+            "attempt_insert",
+            {
+                **self._key(row["tenant_id"], operation_id),
+                "attempt_id": attempt_id,
+                "executor_id": executor_id,
+                "destination_account": destination.account_id,
+                "destination_endpoint": destination.endpoint,
+                "idempotency_key": row["idempotency_key"],
+                "now_us": now_us,
+                "recover_after_us": now_us + _micros(self.settings.recover_after),
+            },
+        )
+        self._transition(
+            tx,
+            row,
+            actor=executor_id,
+            event_type="AttemptPrepared",
+            now_us=now_us,
+            attempt_id=attempt_id,
+            state=OperationState.IN_PROGRESS.value,
+            active_attempt_id=attempt_id,
+        )
+        return PreparedAttempt(
+            tenant_id=row["tenant_id"],
+            operation_id=operation_id,
+            attempt_id=attempt_id,
+            command=_command(row),
+            idempotency_key=row["idempotency_key"],
+            destination=destination,
+        )
 
     def attempt_committed(self, tenant_id: str, operation_id: str, attempt_id: str) -> bool:
         """Whether a claim with this attempt id is durably stored (for uncertain commits)."""
@@ -698,6 +821,43 @@ class Ledger:
             return self._result(updated)
 
         return self.store.write(body, label="release")
+
+    def committed_claim(
+        self, tenant_id: str, operation_id: str, attempt_id: str
+    ) -> PreparedAttempt | None:
+        """The claim made under ``attempt_id`` if it is stored and still awaits its submission.
+
+        For a claim whose COMMIT was not acknowledged: first waits until no transaction that
+        changed the operation is still open (the lost COMMIT has then either landed or not),
+        then reads. ``None`` proves the claim is not there to act on; submit nothing then.
+        """
+        key = self._key(tenant_id, operation_id)
+
+        def body(tx: Transaction) -> PreparedAttempt | None:
+            tx.one("operation_settle", key)
+            attempt = tx.one("attempt_get", {**key, "attempt_id": attempt_id})
+            row = tx.one("operation_get", key)
+            if (
+                attempt is None
+                or row is None
+                or row["active_attempt_id"] != attempt_id
+                or row["state"] != OperationState.IN_PROGRESS.value
+            ):
+                return None
+            operation = self._operation(row)
+            return PreparedAttempt(
+                tenant_id=tenant_id,
+                operation_id=operation_id,
+                attempt_id=attempt_id,
+                command=operation.command,
+                idempotency_key=attempt["idempotency_key"],
+                destination=DestinationRef(
+                    account_id=attempt["destination_account"],
+                    endpoint=attempt["destination_endpoint"],
+                ),
+            )
+
+        return self.store.write(body, label="committed_claim")
 
     # -- record --------------------------------------------------------------------------
 
@@ -805,47 +965,87 @@ class Ledger:
         due; ``recover_after`` moves to now + ``lookup_interval`` and ``ReconciliationStarted``
         is written. Only a returned attempt may be looked up.
         """
-        key = self._key(tenant_id, operation_id)
-        attempt_key = {**key, "attempt_id": attempt_id}
-
-        def body(tx: Transaction) -> Attempt | None:
-            row = tx.one("operation_get", key)
-            attempt = tx.one("attempt_get", attempt_key)
-            now_us = self._now_us()
-            if (
-                row is None
-                or attempt is None
-                or row["state"] not in _RECOVERABLE_STATES
-                or row["active_attempt_id"] != attempt_id
-                or int(attempt["recover_after_us"]) > now_us
-            ):
-                return None
-            next_us = now_us + _micros(self.settings.lookup_interval)
-            tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
-            self._transition(
-                tx,
-                row,
-                actor=actor,
-                event_type="ReconciliationStarted",
-                now_us=now_us,
-                attempt_id=attempt_id,
-                details={"next_check_us": next_us},
-            )
-            return self._attempt({**dict(attempt), "recover_after_us": next_us})
-
-        reserved = self.store.write(body, label="reserve_lookup")
+        reserved = self.store.write(
+            lambda tx: self._reserve(tx, tenant_id, operation_id, attempt_id, actor=actor),
+            label="reserve_lookup",
+        )
         if reserved is not None:
             crash_point("after_reserve")
         return reserved
 
+    def reserve_due(self, *, limit: int = 100, actor: str = RECOVERY_WORKER) -> DueWork:
+        """Reserve the lookups of up to ``limit`` due attempts in one transaction.
+
+        Attempts another worker is reserving are skipped, not waited for (``FOR UPDATE SKIP
+        LOCKED`` on PostgreSQL), so any number of workers on any number of hosts split the due
+        work and each attempt is looked up once per ``lookup_interval``. Each reservation is the
+        one of :meth:`reserve_lookup`; an operation whose inconclusive lookups are used up is
+        escalated to MANUAL_REVIEW instead, as :meth:`escalate` does.
+        """
+
+        def body(tx: Transaction) -> DueWork:
+            lookups: list[Attempt] = []
+            escalated: list[tuple[str, str]] = []
+            due = tx.all("attempts_due_lock", {"now_us": self._now_us(), "limit": limit})
+            for item in due:
+                tenant_id, operation_id = item["tenant_id"], item["operation_id"]
+                row = tx.one("operation_get", self._key(tenant_id, operation_id))
+                if row is not None and self._spent(row):
+                    self._escalate_row(tx, row, reason="inconclusive_lookups", actor=actor)
+                    escalated.append((tenant_id, operation_id))
+                    continue
+                attempt = self._reserve(
+                    tx, tenant_id, operation_id, item["attempt_id"], actor=actor
+                )
+                if attempt is not None:
+                    lookups.append(attempt)
+            return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
+
+        work = self.store.write(body, label="reserve_due")
+        if work.lookups:
+            crash_point("after_reserve")
+        return work
+
+    def _reserve(
+        self, tx: Transaction, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str
+    ) -> Attempt | None:
+        """The reservation step of one due attempt, or ``None`` if it is not due or not active."""
+        key = self._key(tenant_id, operation_id)
+        attempt_key = {**key, "attempt_id": attempt_id}
+        row = tx.one("operation_get", key)
+        attempt = tx.one("attempt_get", attempt_key)
+        now_us = self._now_us()
+        if (
+            row is None
+            or attempt is None
+            or row["state"] not in _RECOVERABLE_STATES
+            or row["active_attempt_id"] != attempt_id
+            or int(attempt["recover_after_us"]) > now_us
+        ):
+            return None
+        next_us = now_us + _micros(self.settings.lookup_interval)
+        tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
+        self._transition(
+            tx,
+            row,
+            actor=actor,
+            event_type="ReconciliationStarted",
+            now_us=now_us,
+            attempt_id=attempt_id,
+            details={"next_check_us": next_us},
+        )
+        return self._attempt({**dict(attempt), "recover_after_us": next_us})
+
+    def _spent(self, row: Row) -> bool:
+        return (
+            row["state"] in _RECOVERABLE_STATES
+            and int(row["inconclusive_lookups"]) >= self.settings.max_inconclusive_lookups
+        )
+
     def needs_review(self, tenant_id: str, operation_id: str) -> bool:
         """Whether inconclusive lookups have used up the budget for this operation."""
         row = self.store.one("operation_get", self._key(tenant_id, operation_id))
-        return (
-            row is not None
-            and row["state"] in _RECOVERABLE_STATES
-            and int(row["inconclusive_lookups"]) >= self.settings.max_inconclusive_lookups
-        )
+        return row is not None and self._spent(row)
 
     def escalate(
         self,
@@ -866,23 +1066,31 @@ class Ledger:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             if row["state"] not in _RECOVERABLE_STATES:
                 return self._result(row)
-            now = self.clock.now()
-            deadline_us = to_micros(now + self.settings.review_deadline)
-            updated = self._transition(
-                tx,
-                row,
-                actor=actor,
-                event_type="ManualReviewAssigned",
-                now_us=to_micros(now),
-                attempt_id=row["active_attempt_id"],
-                details={"owner": owner, "deadline_us": deadline_us, "reason": reason},
-                state=OperationState.MANUAL_REVIEW.value,
-                review_owner=owner,
-                review_deadline_us=deadline_us,
+            return self._result(
+                self._escalate_row(tx, row, reason=reason, owner=owner, actor=actor)
             )
-            return self._result(updated)
 
         return self.store.write(body, label="escalate")
+
+    def _escalate_row(
+        self, tx: Transaction, row: Row, *, reason: str, actor: str, owner: str | None = None
+    ) -> dict[str, Any]:
+        """The escalation step on an unresolved row read in this transaction."""
+        owner = validate_identifier(owner or self.settings.review_owner, "owner")
+        now = self.clock.now()
+        deadline_us = to_micros(now + self.settings.review_deadline)
+        return self._transition(
+            tx,
+            row,
+            actor=actor,
+            event_type="ManualReviewAssigned",
+            now_us=to_micros(now),
+            attempt_id=row["active_attempt_id"],
+            details={"owner": owner, "deadline_us": deadline_us, "reason": reason},
+            state=OperationState.MANUAL_REVIEW.value,
+            review_owner=owner,
+            review_deadline_us=deadline_us,
+        )
 
     def authorize_retry(
         self, context: Context, operation_id: str, *, max_retries: int

@@ -55,33 +55,33 @@ class RecoveryWorker:
     def run_once(
         self, *, limit: int = 100, progress: Callable[[int, int], None] | None = None
     ) -> RecoveryReport:
-        """One pass over the attempts due now; ``progress(done, total)`` is called per item."""
+        """One pass over the attempts due now; ``progress(done, total)`` is called per lookup.
+
+        The lookups are reserved first, in one transaction that skips whatever another worker
+        is reserving, so workers running this on many hosts never take the same attempt twice
+        in one window; an attempt another worker holds is simply not part of this pass.
+        """
         report = RecoveryReport()
-        due = self.ledger.due_attempts(limit=limit)
-        report.due = len(due)
-        for done, (tenant_id, operation_id, attempt_id) in enumerate(due, start=1):
+        work = self.ledger.reserve_due(limit=limit, actor=self.actor)
+        report.due = len(work.lookups) + len(work.escalated)
+        report.escalated.extend(work.escalated)
+        for done, attempt in enumerate(work.lookups, start=1):
             try:
-                self._recover(report, tenant_id, operation_id, attempt_id)
+                self._recover(report, attempt)
             except EffectLedgerError as exc:
-                log.warning("recovery of %s/%s failed: %s", tenant_id, operation_id, exc.code)
-                report.failed.append((tenant_id, operation_id, exc.code))
+                log.warning(
+                    "recovery of %s/%s failed: %s",
+                    attempt.tenant_id,
+                    attempt.operation_id,
+                    exc.code,
+                )
+                report.failed.append((attempt.tenant_id, attempt.operation_id, exc.code))
             if progress is not None:
-                progress(done, len(due))
+                progress(done, len(work.lookups))
         return report
 
-    def _recover(
-        self, report: RecoveryReport, tenant_id: str, operation_id: str, attempt_id: str
-    ) -> None:
-        if self.ledger.needs_review(tenant_id, operation_id):
-            self.ledger.escalate(
-                tenant_id, operation_id, reason="inconclusive_lookups", actor=self.actor
-            )
-            report.escalated.append((tenant_id, operation_id))
-            return
-        attempt = self.ledger.reserve_lookup(tenant_id, operation_id, attempt_id, actor=self.actor)
-        if attempt is None:  # resolved meanwhile, or another worker holds this window
-            report.skipped.append((tenant_id, operation_id, "not_due_or_taken"))
-            return
+    def _recover(self, report: RecoveryReport, attempt: Attempt) -> None:
+        tenant_id, operation_id = attempt.tenant_id, attempt.operation_id
         destination = self.destinations.get(
             (attempt.destination.account_id, attempt.destination.endpoint)
         )

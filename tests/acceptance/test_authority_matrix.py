@@ -34,7 +34,7 @@ from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.executor import Executor
 from effectledger.policy import Preauthorization, RulePolicy
 from effectledger.service import EffectService, TraceStep
-from tests.conftest import count_rows, raw_sql
+from tests.conftest import RAW_REFUSED, count_rows, drop_trigger, raw_sql
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 REVIEWER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
@@ -321,13 +321,11 @@ def test_change_between_admission_and_dispatch_releases(world: World, change: st
 
 def test_proposal_edited_out_of_band_is_denied(world: World) -> None:
     """The database refuses proposal edits; one forced past the trigger fails its digest check."""
-    import sqlite3
-
     proposal, approval = world.approved()
     edit = "UPDATE proposals SET arguments_json = replace(arguments_json, ':30', ':3000')"
-    with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+    with pytest.raises(RAW_REFUSED, match="immutable"):
         raw_sql(world.store_url, edit)
-    raw_sql(world.store_url, "DROP TRIGGER proposals_no_update")
+    drop_trigger(world.store_url, "proposals", "proposals_no_update")
     raw_sql(world.store_url, edit)
     result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "digest_mismatch")

@@ -64,6 +64,7 @@ def test_conflicting_repeat_is_refused_and_changes_nothing(
 ) -> None:
     """Another command, revision or requester under an admitted id raises and writes nothing."""
     first = admit(ledger, context, receiver)
+    change = dict(change)  # the parameter is shared by every backend's run
     caller = change.pop("context", context)
     assert isinstance(caller, Context)
     with pytest.raises(AdmissionConflict) as caught:

@@ -47,7 +47,9 @@ def test_both_dialects_name_the_same_evidence_queries() -> None:
     sqlite_text = _sql("sqlite", "queries.sql")
     assert EVIDENCE_HEADER in sqlite_text
     sqlite_names = NAME.findall(sqlite_text.split(EVIDENCE_HEADER, 1)[1])
-    postgres_names = NAME.findall(_sql("postgres", "evidence_queries.sql"))
+    postgres_text = _sql("postgres", "queries.sql")
+    assert EVIDENCE_HEADER in postgres_text
+    postgres_names = NAME.findall(postgres_text.split(EVIDENCE_HEADER, 1)[1])
     assert sorted(sqlite_names) == sorted(postgres_names)
     assert set(sqlite_names) <= set(load_queries("sqlite"))
 

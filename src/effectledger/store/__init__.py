@@ -57,22 +57,27 @@ class Store(Protocol):
         """One autocommit read: the fast path for status checks and replays."""
         ...
 
+    def migrate(self) -> list[int]:
+        """Apply the pending schema migrations, each once even under concurrency; return them."""
+        ...
+
     def close(self) -> None:
         """Close every connection the store holds."""
         ...
 
 
 def open_store(url: str, **options: Any) -> Store:
-    """Open the store named by ``url``, creating and migrating an SQLite file if needed."""
+    """Open the store named by ``url`` and bring its schema up to date.
+
+    Pass ``migrate=False`` to open without migrating (then call :meth:`Store.migrate`).
+    """
     if url.startswith("sqlite:"):
         from effectledger.store.sqlite import SQLiteStore
 
         return SQLiteStore.from_url(url, **options)
     if url.startswith(("postgresql:", "postgres:")):
         try:
-            from effectledger.store.postgres import (  # type: ignore[import-not-found,unused-ignore]
-                PostgresStore,
-            )
+            from effectledger.store.postgres import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on installed extras
             raise InvalidInput(
                 "PostgreSQL needs the postgres extra: pip install 'effectledger[postgres]'"

@@ -80,6 +80,7 @@ class SQLiteStore:
         synchronous: str = "FULL",
         busy_timeout_ms: int = 5000,
         max_attempts: int = MAX_ATTEMPTS,
+        migrate: bool = True,
     ) -> None:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise InvalidInput(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
@@ -95,7 +96,8 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._pid = os.getpid()
-        self.migrate()
+        if migrate:
+            self.migrate()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:

@@ -17,6 +17,14 @@ ON CONFLICT (tenant_id, operation_id) DO NOTHING;
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 
+-- name: operation_lock
+-- The row a claim is about to change. BEGIN IMMEDIATE already holds the database's write lock.
+SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: operation_settle
+-- Run inside a write transaction: BEGIN IMMEDIATE waits until no other transaction is open.
+SELECT 1 AS present FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
 -- name: operation_status
 SELECT state, provider_reference, active_attempt_id, requester_id
 FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
@@ -40,8 +48,25 @@ SELECT * FROM operations WHERE tenant_id = :tenant_id
 ORDER BY created_us DESC, operation_id LIMIT :limit;
 
 -- name: operations_ready
+-- READY operations of one destination, oldest first (for executors that recheck before claiming).
 SELECT tenant_id, operation_id, requester_id FROM operations
-WHERE state = 'READY' ORDER BY created_us LIMIT :limit;
+WHERE state = 'READY'
+  AND destination_account = :destination_account
+  AND destination_endpoint = :destination_endpoint
+ORDER BY created_us, tenant_id, operation_id
+LIMIT :limit;
+
+-- name: operations_ready_lock
+-- The oldest READY operation of one destination after a position in the queue, for a claim
+-- in this write transaction (BEGIN IMMEDIATE serializes executors).
+SELECT * FROM operations
+WHERE state = 'READY'
+  AND destination_account = :destination_account
+  AND destination_endpoint = :destination_endpoint
+  AND (created_us, tenant_id, operation_id)
+      > (:after_us, :after_tenant, :after_operation)
+ORDER BY created_us, tenant_id, operation_id
+LIMIT 1;
 
 -- name: attempt_insert
 INSERT INTO attempts (
@@ -76,11 +101,24 @@ UPDATE attempts SET recover_after_us = :recover_after_us
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
 
 -- name: attempts_due
+-- CROSS JOIN makes SQLite start from the few unresolved operations (operations_unresolved)
+-- instead of walking every attempt ever made through attempts_due.
 SELECT a.tenant_id, a.operation_id, a.attempt_id
-FROM attempts AS a
-JOIN operations AS o
-  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
- AND o.active_attempt_id = a.attempt_id
+FROM operations AS o
+CROSS JOIN attempts AS a
+  ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+ AND a.attempt_id = o.active_attempt_id
+WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+ORDER BY a.recover_after_us
+LIMIT :limit;
+
+-- name: attempts_due_lock
+-- attempts_due for a reservation in this write transaction (BEGIN IMMEDIATE serializes workers).
+SELECT a.tenant_id, a.operation_id, a.attempt_id
+FROM operations AS o
+CROSS JOIN attempts AS a
+  ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+ AND a.attempt_id = o.active_attempt_id
 WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
 ORDER BY a.recover_after_us
 LIMIT :limit;

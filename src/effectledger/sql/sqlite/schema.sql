@@ -274,3 +274,14 @@ END;
 INSERT INTO log_pending (tenant_id, event_id, recorded_us)
 SELECT tenant_id, event_id, recorded_us FROM audit_events
 ORDER BY tenant_id, operation_id, sequence;
+
+-- Executors pull the READY operations of their destination, oldest first; recovery starts from
+-- the unresolved operations. Neither walks the history of resolved operations.
+
+CREATE INDEX operations_ready
+    ON operations (destination_account, destination_endpoint, created_us, tenant_id, operation_id)
+    WHERE state = 'READY';
+
+CREATE INDEX operations_unresolved
+    ON operations (tenant_id, operation_id)
+    WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN');

@@ -1,0 +1,346 @@
+-- Named queries for the PostgreSQL store: the same names, parameters and meaning as the SQLite
+-- file. Each block starts with "-- name: <name>" and holds one statement with %(name)s
+-- parameters for psycopg. Python never builds SQL; it runs these by name. Transactions run under
+-- READ COMMITTED: every statement sees the latest committed rows, and the ledger's updates are
+-- guarded by the operation's version.
+
+-- name: operation_insert
+INSERT INTO operations (
+    tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
+    fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
+    state, version, created_us, updated_us, last_event_hash, proposal_id, approval_id, pool, units
+) VALUES (
+    %(tenant_id)s, %(operation_id)s, %(requester_id)s, %(revision)s, %(action)s, %(contract_version)s, %(command_json)s,
+    %(fingerprint)s, %(admission_reference)s, %(destination_account)s, %(destination_endpoint)s,
+    %(idempotency_key)s, 'READY', %(version)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
+    %(approval_id)s, %(pool)s, %(units)s
+)
+ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+
+-- name: operation_get
+SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
+
+-- name: operation_lock
+-- The row a claim is about to change, locked: a concurrent claim waits here, then sees the
+-- winner's committed state instead of failing its version check.
+SELECT * FROM operations
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+FOR UPDATE;
+
+-- name: operation_settle
+-- Waits until any transaction that changed the operation (a claim whose COMMIT was not
+-- acknowledged) has committed or rolled back; the next statement sees the outcome.
+SELECT 1 AS present FROM operations
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+FOR SHARE;
+
+-- name: operation_status
+SELECT state, provider_reference, active_attempt_id, requester_id
+FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
+
+-- name: operation_update
+UPDATE operations SET
+    state = %(state)s,
+    active_attempt_id = %(active_attempt_id)s,
+    provider_reference = %(provider_reference)s,
+    inconclusive_lookups = %(inconclusive_lookups)s,
+    retries_authorized = %(retries_authorized)s,
+    review_owner = %(review_owner)s,
+    review_deadline_us = %(review_deadline_us)s,
+    version = %(new_version)s,
+    last_event_hash = %(event_hash)s,
+    updated_us = %(now_us)s
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND version = %(version)s;
+
+-- name: operations_list
+SELECT * FROM operations WHERE tenant_id = %(tenant_id)s
+ORDER BY created_us DESC, operation_id LIMIT %(limit)s;
+
+-- name: operations_ready
+-- READY operations of one destination, oldest first (for executors that recheck before claiming).
+SELECT tenant_id, operation_id, requester_id FROM operations
+WHERE state = 'READY'
+  AND destination_account = %(destination_account)s
+  AND destination_endpoint = %(destination_endpoint)s
+ORDER BY created_us, tenant_id, operation_id
+LIMIT %(limit)s;
+
+-- name: operations_ready_lock
+-- The oldest READY operation of one destination after a position in the queue that no
+-- other executor holds, locked for a claim in this transaction.
+SELECT * FROM operations
+WHERE state = 'READY'
+  AND destination_account = %(destination_account)s
+  AND destination_endpoint = %(destination_endpoint)s
+  AND (created_us, tenant_id, operation_id)
+      > (%(after_us)s, %(after_tenant)s, %(after_operation)s)
+ORDER BY created_us, tenant_id, operation_id
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: attempt_insert
+INSERT INTO attempts (
+    tenant_id, operation_id, attempt_id, executor_id, destination_account, destination_endpoint,
+    idempotency_key, prepared_us, recover_after_us
+) VALUES (
+    %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(executor_id)s, %(destination_account)s,
+    %(destination_endpoint)s, %(idempotency_key)s, %(now_us)s, %(recover_after_us)s
+);
+
+-- name: attempt_get
+SELECT * FROM attempts
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+  AND attempt_id = %(attempt_id)s;
+
+-- name: attempt_exists
+SELECT 1 AS present FROM attempts
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+  AND attempt_id = %(attempt_id)s;
+
+-- name: attempts_for_operation
+SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+ORDER BY prepared_us, attempt_id;
+
+-- name: attempt_observe
+UPDATE attempts SET
+    observation = %(observation)s,
+    provider_reference = %(provider_reference)s,
+    evidence_reference = %(evidence_reference)s
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+  AND attempt_id = %(attempt_id)s;
+
+-- name: attempt_reschedule
+UPDATE attempts SET recover_after_us = %(recover_after_us)s
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+  AND attempt_id = %(attempt_id)s;
+
+-- name: attempts_due
+SELECT a.tenant_id, a.operation_id, a.attempt_id
+FROM attempts AS a
+JOIN operations AS o
+  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
+ AND o.active_attempt_id = a.attempt_id
+WHERE a.recover_after_us <= %(now_us)s AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+ORDER BY a.recover_after_us
+LIMIT %(limit)s;
+
+-- name: attempts_due_lock
+-- Due attempts that no other recovery worker holds. Both rows are locked, so a row that another
+-- worker reserved just before is re-checked on its new recover_after and left out.
+SELECT a.tenant_id, a.operation_id, a.attempt_id
+FROM attempts AS a
+JOIN operations AS o
+  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
+ AND o.active_attempt_id = a.attempt_id
+WHERE a.recover_after_us <= %(now_us)s AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+ORDER BY a.recover_after_us
+LIMIT %(limit)s
+FOR UPDATE OF a, o SKIP LOCKED;
+
+-- name: event_insert
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+) VALUES (
+    %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(sequence)s, %(actor)s,
+    %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
+    %(observation_id)s, %(prev_hash)s, %(event_hash)s
+);
+
+-- name: events_for_operation
+SELECT * FROM audit_events WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+ORDER BY sequence;
+
+-- name: event_head
+SELECT sequence, event_hash FROM audit_events
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+ORDER BY sequence DESC LIMIT 1;
+
+-- name: event_by_observation
+SELECT event_id FROM audit_events
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+  AND observation_id = %(observation_id)s;
+
+-- Authority: proposals, approvals, consumption, capacity.
+
+-- name: proposal_insert
+INSERT INTO proposals (
+    tenant_id, proposal_id, operation_id, proposer_id, action, contract_version, target,
+    resource_version, arguments_json, units, pool, destination_account, destination_endpoint,
+    policy_version, expires_us, correlation_json, digest, created_us
+) VALUES (
+    %(tenant_id)s, %(proposal_id)s, %(operation_id)s, %(proposer_id)s, %(action)s, %(contract_version)s, %(target)s,
+    %(resource_version)s, %(arguments_json)s, %(units)s, %(pool)s, %(destination_account)s,
+    %(destination_endpoint)s, %(policy_version)s, %(expires_us)s, %(correlation_json)s, %(digest)s, %(created_us)s
+);
+
+-- name: proposal_get
+SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND proposal_id = %(proposal_id)s;
+
+-- name: proposal_for_operation
+SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
+
+-- name: approval_insert
+INSERT INTO approvals (
+    tenant_id, approval_id, proposal_id, digest, decision, kind, approver_id, policy_version,
+    reason, decided_us, expires_us
+) VALUES (
+    %(tenant_id)s, %(approval_id)s, %(proposal_id)s, %(digest)s, %(decision)s, %(kind)s, %(approver_id)s,
+    %(policy_version)s, %(reason)s, %(decided_us)s, %(expires_us)s
+);
+
+-- name: approval_get
+SELECT * FROM approvals WHERE tenant_id = %(tenant_id)s AND approval_id = %(approval_id)s;
+
+-- name: consumption_get
+SELECT * FROM approval_consumptions WHERE tenant_id = %(tenant_id)s AND approval_id = %(approval_id)s;
+
+-- name: consumption_insert
+INSERT INTO approval_consumptions (tenant_id, approval_id, operation_id, consumed_us)
+VALUES (%(tenant_id)s, %(approval_id)s, %(operation_id)s, %(now_us)s);
+
+-- name: preauthorized_units_since
+SELECT coalesce(sum(p.units), 0) AS units
+FROM approvals AS a
+JOIN proposals AS p ON p.tenant_id = a.tenant_id AND p.proposal_id = a.proposal_id
+WHERE a.tenant_id = %(tenant_id)s AND a.kind = 'preauthorization' AND a.decision = 'granted'
+  AND p.action = %(action)s AND a.decided_us >= %(since_us)s;
+
+-- name: capacity_limit_get
+SELECT limit_units FROM capacity_limits WHERE tenant_id = %(tenant_id)s AND pool = %(pool)s;
+
+-- name: capacity_limit_lock
+-- Admissions to one pool serialize on this row lock until their transaction ends.
+SELECT limit_units FROM capacity_limits WHERE tenant_id = %(tenant_id)s AND pool = %(pool)s
+FOR UPDATE;
+
+-- name: capacity_limit_set
+INSERT INTO capacity_limits (tenant_id, pool, limit_units, updated_us)
+VALUES (%(tenant_id)s, %(pool)s, %(limit_units)s, %(now_us)s)
+ON CONFLICT (tenant_id, pool) DO UPDATE SET
+    limit_units = excluded.limit_units, updated_us = excluded.updated_us;
+
+-- name: capacity_usage
+SELECT
+    coalesce(sum(CASE WHEN state IN ('READY', 'IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
+                                     'RETRY_PENDING') THEN units ELSE 0 END), 0) AS held,
+    coalesce(sum(CASE WHEN state = 'SUCCEEDED' THEN units ELSE 0 END), 0) AS committed,
+    coalesce(sum(CASE WHEN state IN ('REJECTED', 'RELEASED') THEN units ELSE 0 END), 0) AS freed
+FROM operations WHERE tenant_id = %(tenant_id)s AND pool = %(pool)s;
+-- Evidence: Merkle log, checkpoints, export
+
+-- Evidence: Merkle log, checkpoints, export
+
+-- name: event_get
+SELECT * FROM audit_events
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND event_id = %(event_id)s;
+
+-- name: event_at_sequence
+SELECT * FROM audit_events
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND sequence = %(sequence)s;
+
+-- name: log_head_ensure
+INSERT INTO log_heads (tenant_id, size, root_hash, frontier, checkpoint_seq, updated_us)
+VALUES (%(tenant_id)s, 0, %(root_hash)s, '', 0, %(now_us)s)
+ON CONFLICT (tenant_id) DO NOTHING;
+
+-- name: log_head_lock
+-- Held until the seal transaction ends: concurrent sealers of one tenant queue here.
+SELECT * FROM log_heads WHERE tenant_id = %(tenant_id)s FOR UPDATE;
+
+-- name: log_head_get
+SELECT * FROM log_heads WHERE tenant_id = %(tenant_id)s;
+
+-- name: log_head_advance
+UPDATE log_heads SET
+    size = %(size)s,
+    root_hash = %(root_hash)s,
+    frontier = %(frontier)s,
+    checkpoint_seq = %(checkpoint_seq)s,
+    updated_us = %(now_us)s
+WHERE tenant_id = %(tenant_id)s AND size = %(old_size)s AND checkpoint_seq = %(old_checkpoint_seq)s;
+
+-- name: log_tenants
+SELECT tenant_id FROM log_heads ORDER BY tenant_id;
+
+-- name: log_pending_tenants
+SELECT DISTINCT tenant_id FROM log_pending ORDER BY tenant_id;
+
+-- name: log_pending_batch
+SELECT p.pending_id, p.event_id AS pending_event_id, p.recorded_us AS pending_recorded_us,
+       e.event_id, e.tenant_id, e.operation_id, e.attempt_id, e.sequence, e.actor,
+       e.event_type, e.recorded_us, e.evidence_reference, e.details_json, e.observation_id,
+       e.prev_hash, e.event_hash
+FROM log_pending AS p
+LEFT JOIN audit_events AS e ON e.event_id = p.event_id
+WHERE p.tenant_id = %(tenant_id)s
+ORDER BY p.pending_id
+LIMIT %(limit)s;
+
+-- name: log_pending_delete
+DELETE FROM log_pending WHERE pending_id = %(pending_id)s;
+
+-- name: log_pending_oldest
+SELECT count(*) AS pending, min(recorded_us) AS oldest_us
+FROM log_pending WHERE tenant_id = %(tenant_id)s;
+
+-- name: log_entry_insert
+INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, sealed_us)
+VALUES (%(tenant_id)s, %(position)s, %(event_id)s, %(leaf_hash)s, %(now_us)s);
+
+-- name: log_entries_from
+SELECT l.position, l.event_id AS entry_event_id, l.leaf_hash,
+       e.event_id, e.tenant_id, e.operation_id, e.attempt_id, e.sequence, e.actor,
+       e.event_type, e.recorded_us, e.evidence_reference, e.details_json, e.observation_id,
+       e.prev_hash, e.event_hash
+FROM log_entries AS l
+LEFT JOIN audit_events AS e ON e.event_id = l.event_id
+WHERE l.tenant_id = %(tenant_id)s AND l.position >= %(position)s
+ORDER BY l.position
+LIMIT %(limit)s;
+
+-- name: log_entry_for_event
+SELECT l.position, l.event_id AS entry_event_id, l.leaf_hash,
+       e.event_id, e.tenant_id, e.operation_id, e.attempt_id, e.sequence, e.actor,
+       e.event_type, e.recorded_us, e.evidence_reference, e.details_json, e.observation_id,
+       e.prev_hash, e.event_hash
+FROM log_entries AS l
+JOIN audit_events AS e ON e.event_id = l.event_id
+WHERE l.tenant_id = %(tenant_id)s AND l.event_id = %(event_id)s;
+
+-- name: log_leaves_from
+SELECT position, leaf_hash FROM log_entries
+WHERE tenant_id = %(tenant_id)s AND position >= %(position)s AND position < %(size)s
+ORDER BY position
+LIMIT %(limit)s;
+
+-- name: log_checkpoint_insert
+INSERT INTO log_checkpoints (
+    tenant_id, seq, size, root_hash, previous_size, consistency_proof, note, signed_us
+) VALUES (
+    %(tenant_id)s, %(seq)s, %(size)s, %(root_hash)s, %(previous_size)s, %(consistency_proof)s, %(note)s, %(now_us)s
+);
+
+-- name: log_checkpoint_latest
+SELECT * FROM log_checkpoints WHERE tenant_id = %(tenant_id)s ORDER BY seq DESC LIMIT 1;
+
+-- name: log_checkpoints_after
+SELECT * FROM log_checkpoints WHERE tenant_id = %(tenant_id)s AND seq > %(seq)s
+ORDER BY seq
+LIMIT %(limit)s;
+
+-- name: export_cursor_get
+SELECT * FROM export_cursors WHERE exporter_id = %(exporter_id)s AND tenant_id = %(tenant_id)s;
+
+-- name: export_cursor_insert
+INSERT INTO export_cursors (
+    exporter_id, tenant_id, position, checkpoint_seq, file_offset, updated_us
+) VALUES (%(exporter_id)s, %(tenant_id)s, 0, 0, %(file_offset)s, %(now_us)s);
+
+-- name: export_cursor_advance
+UPDATE export_cursors SET
+    position = %(position)s,
+    checkpoint_seq = %(checkpoint_seq)s,
+    file_offset = %(file_offset)s,
+    updated_us = %(now_us)s
+WHERE exporter_id = %(exporter_id)s AND tenant_id = %(tenant_id)s AND file_offset = %(old_offset)s;

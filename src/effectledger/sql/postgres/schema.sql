@@ -1,0 +1,301 @@
+-- effectledger PostgreSQL schema: the current complete schema (equal to the replayed migrations).
+-- The same tables, keys and constraints as the SQLite schema. Times are microseconds since the
+-- Unix epoch in BIGINT columns; every key starts with the tenant.
+
+CREATE TABLE operations (
+    tenant_id            TEXT    NOT NULL,
+    operation_id         TEXT    NOT NULL,
+    requester_id         TEXT    NOT NULL,
+    revision             TEXT    NOT NULL,
+    action               TEXT    NOT NULL,
+    contract_version     TEXT    NOT NULL,
+    command_json         TEXT    NOT NULL,
+    fingerprint          TEXT    NOT NULL,
+    admission_reference  TEXT    NOT NULL,
+    destination_account  TEXT    NOT NULL,
+    destination_endpoint TEXT    NOT NULL,
+    idempotency_key      TEXT    NOT NULL,
+    state                TEXT    NOT NULL CHECK (state IN ('READY', 'IN_PROGRESS', 'SUCCEEDED',
+                             'REJECTED', 'RETRY_PENDING', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
+                             'RELEASED')),
+    version              INTEGER NOT NULL CHECK (version >= 1),
+    active_attempt_id    TEXT,
+    provider_reference   TEXT,
+    inconclusive_lookups INTEGER NOT NULL DEFAULT 0,
+    retries_authorized   INTEGER NOT NULL DEFAULT 0,
+    review_owner         TEXT,
+    review_deadline_us   BIGINT,
+    created_us           BIGINT  NOT NULL,
+    updated_us           BIGINT  NOT NULL,
+    last_event_hash      TEXT    NOT NULL,
+    proposal_id          TEXT,
+    approval_id          TEXT,
+    pool                 TEXT,
+    units                BIGINT  NOT NULL DEFAULT 0 CHECK (units >= 0),
+    PRIMARY KEY (tenant_id, operation_id)
+);
+
+CREATE TABLE attempts (
+    tenant_id            TEXT    NOT NULL,
+    operation_id         TEXT    NOT NULL,
+    attempt_id           TEXT    NOT NULL,
+    executor_id          TEXT    NOT NULL,
+    destination_account  TEXT    NOT NULL,
+    destination_endpoint TEXT    NOT NULL,
+    idempotency_key      TEXT    NOT NULL,
+    prepared_us          BIGINT  NOT NULL,
+    recover_after_us     BIGINT  NOT NULL,
+    observation          TEXT CHECK (observation IN ('Accepted', 'PermanentRejection',
+                             'RetryableRejection', 'Unknown')),
+    provider_reference   TEXT,
+    evidence_reference   TEXT,
+    PRIMARY KEY (tenant_id, operation_id, attempt_id),
+    FOREIGN KEY (tenant_id, operation_id) REFERENCES operations (tenant_id, operation_id)
+);
+
+CREATE INDEX attempts_due ON attempts (recover_after_us);
+
+CREATE TABLE audit_events (
+    event_id           TEXT    NOT NULL PRIMARY KEY,
+    tenant_id          TEXT    NOT NULL,
+    operation_id       TEXT    NOT NULL,
+    attempt_id         TEXT,
+    sequence           INTEGER NOT NULL CHECK (sequence >= 1),
+    actor              TEXT    NOT NULL,
+    event_type         TEXT    NOT NULL,
+    recorded_us        BIGINT  NOT NULL,
+    evidence_reference TEXT,
+    details_json       TEXT    NOT NULL,
+    observation_id     TEXT,
+    prev_hash          TEXT    NOT NULL,
+    event_hash         TEXT    NOT NULL,
+    UNIQUE (tenant_id, operation_id, sequence),
+    -- An operation's trail starts before the operation row exists (its proposal and approval
+    -- events), so events reference the operation by id only; attempts are enforced:
+    -- the database itself rejects an event that names one operation and another's attempt.
+    FOREIGN KEY (tenant_id, operation_id, attempt_id)
+        REFERENCES attempts (tenant_id, operation_id, attempt_id)
+);
+
+CREATE UNIQUE INDEX audit_events_observation
+    ON audit_events (tenant_id, operation_id, observation_id)
+    WHERE observation_id IS NOT NULL;
+
+-- The audit trail is append-only: corrections are new events. SQLSTATE 23000 makes the store
+-- report a refused change as a constraint violation, as SQLite's RAISE(ABORT) does.
+CREATE FUNCTION audit_events_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'audit_events is append-only' USING ERRCODE = 'integrity_constraint_violation';
+END;
+$$;
+
+CREATE TRIGGER audit_events_no_update BEFORE UPDATE ON audit_events
+    FOR EACH ROW EXECUTE FUNCTION audit_events_append_only();
+
+CREATE TRIGGER audit_events_no_delete BEFORE DELETE ON audit_events
+    FOR EACH ROW EXECUTE FUNCTION audit_events_append_only();
+
+CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON audit_events
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_events_append_only();
+
+CREATE TABLE proposals (
+    tenant_id        TEXT    NOT NULL,
+    proposal_id      TEXT    NOT NULL,
+    operation_id     TEXT    NOT NULL,
+    proposer_id      TEXT    NOT NULL,
+    action           TEXT    NOT NULL,
+    contract_version TEXT    NOT NULL,
+    target           TEXT    NOT NULL,
+    resource_version TEXT    NOT NULL,
+    arguments_json   TEXT    NOT NULL,
+    units            BIGINT  NOT NULL CHECK (units >= 0),
+    pool             TEXT    NOT NULL,
+    destination_account  TEXT NOT NULL,
+    destination_endpoint TEXT NOT NULL,
+    policy_version   TEXT    NOT NULL,
+    expires_us       BIGINT  NOT NULL,
+    correlation_json TEXT    NOT NULL,
+    digest           TEXT    NOT NULL,
+    created_us       BIGINT  NOT NULL,
+    PRIMARY KEY (tenant_id, proposal_id),
+    UNIQUE (tenant_id, operation_id)
+);
+
+-- Proposals, approvals and consumptions never change once written. SQLSTATE 23000 makes the
+-- store report a refused change as a constraint violation, as SQLite's RAISE(ABORT) does.
+CREATE FUNCTION authority_rows_immutable() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% are immutable', TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation';
+END;
+$$;
+
+CREATE TRIGGER proposals_no_update BEFORE UPDATE ON proposals
+    FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
+CREATE TRIGGER proposals_no_delete BEFORE DELETE ON proposals
+    FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
+CREATE TRIGGER proposals_no_truncate BEFORE TRUNCATE ON proposals
+    FOR EACH STATEMENT EXECUTE FUNCTION authority_rows_immutable();
+
+CREATE TABLE approvals (
+    tenant_id      TEXT    NOT NULL,
+    approval_id    TEXT    NOT NULL,
+    proposal_id    TEXT    NOT NULL,
+    digest         TEXT    NOT NULL,
+    decision       TEXT    NOT NULL CHECK (decision IN ('granted', 'denied')),
+    kind           TEXT    NOT NULL CHECK (kind IN ('approval', 'preauthorization')),
+    approver_id    TEXT    NOT NULL,
+    policy_version TEXT    NOT NULL,
+    reason         TEXT,
+    decided_us     BIGINT  NOT NULL,
+    expires_us     BIGINT  NOT NULL,
+    PRIMARY KEY (tenant_id, approval_id),
+    FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals (tenant_id, proposal_id)
+);
+
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
+
+CREATE TRIGGER approvals_no_update BEFORE UPDATE ON approvals
+    FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
+CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals
+    FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
+CREATE TRIGGER approvals_no_truncate BEFORE TRUNCATE ON approvals
+    FOR EACH STATEMENT EXECUTE FUNCTION authority_rows_immutable();
+
+-- Single use is a primary key: an approval can be consumed by one operation, once.
+CREATE TABLE approval_consumptions (
+    tenant_id    TEXT    NOT NULL,
+    approval_id  TEXT    NOT NULL,
+    operation_id TEXT    NOT NULL,
+    consumed_us  BIGINT  NOT NULL,
+    PRIMARY KEY (tenant_id, approval_id),
+    FOREIGN KEY (tenant_id, approval_id) REFERENCES approvals (tenant_id, approval_id),
+    FOREIGN KEY (tenant_id, operation_id) REFERENCES operations (tenant_id, operation_id)
+);
+
+CREATE TRIGGER approval_consumptions_no_update BEFORE UPDATE ON approval_consumptions
+    FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
+CREATE TRIGGER approval_consumptions_no_delete BEFORE DELETE ON approval_consumptions
+    FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
+CREATE TRIGGER approval_consumptions_no_truncate BEFORE TRUNCATE ON approval_consumptions
+    FOR EACH STATEMENT EXECUTE FUNCTION authority_rows_immutable();
+
+CREATE TABLE capacity_limits (
+    tenant_id   TEXT    NOT NULL,
+    pool        TEXT    NOT NULL,
+    limit_units BIGINT  NOT NULL CHECK (limit_units >= 0),
+    updated_us  BIGINT  NOT NULL,
+    PRIMARY KEY (tenant_id, pool)
+);
+
+CREATE INDEX operations_capacity ON operations (tenant_id, pool, state);
+
+-- cursors). The hot path only gains one row per event in log_pending, written by a trigger with
+-- no per-tenant lock; the sealer assigns log positions in batches and signs a checkpoint per
+-- batch while holding the tenant's log_heads row (SELECT ... FOR UPDATE).
+
+-- Events committed but not yet given a log position. An event's pending_id is drawn before its
+-- transaction commits, so an operation's later event always has a larger pending_id. Kept lean:
+-- every audit event writes one row here. (event_id is unique through audit_events' key.)
+CREATE TABLE log_pending (
+    pending_id  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant_id   TEXT   NOT NULL,
+    event_id    TEXT   NOT NULL,
+    recorded_us BIGINT NOT NULL
+);
+
+CREATE INDEX log_pending_by_tenant ON log_pending (tenant_id, pending_id);
+
+CREATE FUNCTION effectledger_log_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO log_pending (tenant_id, event_id, recorded_us)
+    VALUES (NEW.tenant_id, NEW.event_id, NEW.recorded_us);
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER audit_events_log_pending AFTER INSERT ON audit_events
+    FOR EACH ROW EXECUTE FUNCTION effectledger_log_pending();
+
+-- The per-tenant Merkle log: leaf `position` of the tenant's log is event `event_id`.
+CREATE TABLE log_entries (
+    tenant_id TEXT   NOT NULL,
+    position  BIGINT NOT NULL CHECK (position >= 0),
+    event_id  TEXT   NOT NULL UNIQUE REFERENCES audit_events (event_id),
+    leaf_hash TEXT   NOT NULL CHECK (length(leaf_hash) = 64),
+    sealed_us BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, position)
+);
+
+-- One row per tenant log: its size, root, right edge (frontier) and latest checkpoint. The sealer
+-- locks this row for the whole seal transaction, so two sealers never assign the same position.
+CREATE TABLE log_heads (
+    tenant_id      TEXT   NOT NULL PRIMARY KEY,
+    size           BIGINT NOT NULL CHECK (size >= 0),
+    root_hash      TEXT   NOT NULL CHECK (length(root_hash) = 64),
+    frontier       TEXT   NOT NULL,
+    checkpoint_seq BIGINT NOT NULL CHECK (checkpoint_seq >= 0),
+    updated_us     BIGINT NOT NULL
+);
+
+-- Every signed checkpoint ever issued, with the consistency proof from the one before it.
+CREATE TABLE log_checkpoints (
+    tenant_id         TEXT   NOT NULL,
+    seq               BIGINT NOT NULL CHECK (seq >= 1),
+    size              BIGINT NOT NULL CHECK (size >= 0),
+    root_hash         TEXT   NOT NULL CHECK (length(root_hash) = 64),
+    previous_size     BIGINT NOT NULL CHECK (previous_size >= 0 AND previous_size <= size),
+    consistency_proof TEXT   NOT NULL,
+    note              TEXT   NOT NULL,
+    signed_us         BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, seq)
+);
+
+-- Durable cursors of exporters: what each has durably written, so a restart resumes exactly.
+CREATE TABLE export_cursors (
+    exporter_id    TEXT   NOT NULL,
+    tenant_id      TEXT   NOT NULL,
+    position       BIGINT NOT NULL CHECK (position >= 0),
+    checkpoint_seq BIGINT NOT NULL CHECK (checkpoint_seq >= 0),
+    file_offset    BIGINT NOT NULL CHECK (file_offset >= 0),
+    updated_us     BIGINT NOT NULL,
+    PRIMARY KEY (exporter_id, tenant_id)
+);
+
+-- The log and its checkpoints are append-only, like the audit trail they cover.
+CREATE FUNCTION effectledger_evidence_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME
+        USING ERRCODE = 'integrity_constraint_violation';
+END;
+$$;
+
+CREATE TRIGGER log_entries_append_only BEFORE UPDATE OR DELETE ON log_entries
+    FOR EACH ROW EXECUTE FUNCTION effectledger_evidence_append_only();
+
+CREATE TRIGGER log_entries_no_truncate BEFORE TRUNCATE ON log_entries
+    FOR EACH STATEMENT EXECUTE FUNCTION effectledger_evidence_append_only();
+
+CREATE TRIGGER log_checkpoints_append_only BEFORE UPDATE OR DELETE ON log_checkpoints
+    FOR EACH ROW EXECUTE FUNCTION effectledger_evidence_append_only();
+
+CREATE TRIGGER log_checkpoints_no_truncate BEFORE TRUNCATE ON log_checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION effectledger_evidence_append_only();
+
+-- Events written before this migration wait for the sealer like new ones (one operation's
+-- events stay in sequence order).
+INSERT INTO log_pending (tenant_id, event_id, recorded_us)
+SELECT tenant_id, event_id, recorded_us FROM audit_events
+ORDER BY tenant_id, operation_id, sequence;
+
+-- Executors pull the READY operations of their destination, oldest first; recovery starts from
+-- the unresolved operations. Neither walks the history of resolved operations.
+
+CREATE INDEX operations_ready
+    ON operations (destination_account, destination_endpoint, created_us, tenant_id, operation_id)
+    WHERE state = 'READY';
+
+CREATE INDEX operations_unresolved
+    ON operations (tenant_id, operation_id)
+    WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN');
