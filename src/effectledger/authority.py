@@ -16,7 +16,6 @@ The proposal digest is ``digest("proposal", ...)`` (see :mod:`effectledger.canon
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,110 +35,25 @@ from effectledger.ledger import Ledger, new_id
 from effectledger.model import (
     Command,
     Context,
-    DestinationRef,
     Operation,
-    from_micros,
     to_micros,
     validate_identifier,
 )
 from effectledger.policy import Tier
-from effectledger.store import Row, Transaction
+from effectledger.proposals import (
+    Approval,
+    CapacityUsage,
+    Correlation,
+    Proposal,
+    approval_from_row,
+    proposal_digest_body,
+    proposal_from_row,
+)
+from effectledger.store import Transaction
 
 __all__ = ["Approval", "Authority", "CapacityUsage", "Correlation", "Proposal"]
 
 _WRITE_ATTEMPTS = 3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Correlation:
-    """Where a proposal came from: for investigators, never part of the digest."""
-
-    trace_id: str | None = None
-    tool_call_id: str | None = None
-    framework: str | None = None
-    framework_version: str | None = None
-    tool_schema_version: str | None = None
-    prompt_version: str | None = None
-
-    def to_dict(self) -> dict[str, str]:
-        """The fields that are set."""
-        return {
-            name: value for name in self.__slots__ if (value := getattr(self, name)) is not None
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Proposal:
-    """One concrete intended effect, exactly as an approver is shown it."""
-
-    tenant_id: str
-    proposal_id: str
-    operation_id: str
-    proposer_id: str
-    action: str
-    contract_version: str
-    target: str
-    resource_version: str
-    arguments: Mapping[str, Any]
-    units: int
-    pool: str
-    destination: DestinationRef
-    policy_version: str
-    expires_at: datetime
-    correlation: Mapping[str, str]
-    digest: str
-    created_at: datetime
-
-    def digest_body(self) -> dict[str, Any]:
-        """The exact value whose digest binds approvals to this proposal."""
-        return _digest_body(
-            tenant_id=self.tenant_id,
-            operation_id=self.operation_id,
-            proposer_id=self.proposer_id,
-            action=self.action,
-            contract_version=self.contract_version,
-            target=self.target,
-            resource_version=self.resource_version,
-            arguments=self.arguments,
-            units=self.units,
-            pool=self.pool,
-            destination=self.destination,
-            policy_version=self.policy_version,
-            expires_us=to_micros(self.expires_at),
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Approval:
-    """An approver's (or a pre-authorization's) decision bound to one proposal digest."""
-
-    tenant_id: str
-    approval_id: str
-    proposal_id: str
-    digest: str
-    granted: bool
-    kind: str
-    approver_id: str
-    policy_version: str
-    reason: str | None
-    decided_at: datetime
-    expires_at: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CapacityUsage:
-    """Units of one pool: held by unresolved operations, committed by successes, freed."""
-
-    pool: str
-    held: int
-    committed: int
-    freed: int
-    limit: int | None
-
-    @property
-    def available(self) -> int | None:
-        """Units still admissible under the limit (``None``: no limit)."""
-        return None if self.limit is None else self.limit - self.held - self.committed
 
 
 @dataclass(slots=True)
@@ -147,86 +61,6 @@ class _Denial:
     reason: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
-
-
-def _digest_body(
-    *,
-    tenant_id: str,
-    operation_id: str,
-    proposer_id: str,
-    action: str,
-    contract_version: str,
-    target: str,
-    resource_version: str,
-    arguments: Mapping[str, Any],
-    units: int,
-    pool: str,
-    destination: DestinationRef,
-    policy_version: str,
-    expires_us: int,
-) -> dict[str, Any]:
-    return {
-        "action": action,
-        "arguments": dict(arguments),
-        "contract_version": contract_version,
-        "destination": {"account_id": destination.account_id, "endpoint": destination.endpoint},
-        "expires_us": expires_us,
-        "operation_id": operation_id,
-        "policy_version": policy_version,
-        "pool": pool,
-        "proposer_id": proposer_id,
-        "resource_version": resource_version,
-        "target": target,
-        "tenant_id": tenant_id,
-        "units": units,
-    }
-
-
-def _proposal(row: Row) -> Proposal:
-    """A proposal row as a record, its digest recomputed and compared."""
-    proposal = Proposal(
-        tenant_id=row["tenant_id"],
-        proposal_id=row["proposal_id"],
-        operation_id=row["operation_id"],
-        proposer_id=row["proposer_id"],
-        action=row["action"],
-        contract_version=row["contract_version"],
-        target=row["target"],
-        resource_version=row["resource_version"],
-        arguments=json.loads(row["arguments_json"]),
-        units=int(row["units"]),
-        pool=row["pool"],
-        destination=DestinationRef(
-            account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-        ),
-        policy_version=row["policy_version"],
-        expires_at=from_micros(int(row["expires_us"])),
-        correlation=json.loads(row["correlation_json"]),
-        digest=row["digest"],
-        created_at=from_micros(int(row["created_us"])),
-    )
-    if digest("proposal", proposal.digest_body()) != proposal.digest:
-        raise TamperedProposal(
-            f"proposal {proposal.proposal_id} does not match its digest: it was edited",
-            proposal_id=proposal.proposal_id,
-        )
-    return proposal
-
-
-def _approval(row: Row) -> Approval:
-    return Approval(
-        tenant_id=row["tenant_id"],
-        approval_id=row["approval_id"],
-        proposal_id=row["proposal_id"],
-        digest=row["digest"],
-        granted=row["decision"] == "granted",
-        kind=row["kind"],
-        approver_id=row["approver_id"],
-        policy_version=row["policy_version"],
-        reason=row["reason"],
-        decided_at=from_micros(int(row["decided_us"])),
-        expires_at=from_micros(int(row["expires_us"])),
-    )
 
 
 class Authority:
@@ -283,7 +117,7 @@ class Authority:
         resource_version = action.resource_version(context, target)
         now = self._now()
         expires_us = to_micros(now + action.proposal_ttl)
-        body = _digest_body(
+        body = proposal_digest_body(
             tenant_id=context.tenant_id,
             operation_id=operation_id,
             proposer_id=context.actor_id,
@@ -331,7 +165,7 @@ class Authority:
                 "proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
             )
             assert stored is not None
-            return _proposal(stored)
+            return proposal_from_row(stored)
 
         result: Proposal = self._write(write, "propose")
         return result
@@ -344,7 +178,7 @@ class Authority:
         )
         if row is None:
             raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
-        return _proposal(row)
+        return proposal_from_row(row)
 
     def get_approval(self, context: Context, approval_id: str) -> Approval:
         """The tenant's approval or denial record."""
@@ -354,7 +188,7 @@ class Authority:
         )
         if row is None:
             raise NotFound(f"no approval {approval_id}", approval_id=approval_id)
-        return _approval(row)
+        return approval_from_row(row)
 
     def approval_consumed_by(self, context: Context, approval_id: str) -> str | None:
         """The operation that consumed the approval, or ``None`` while it is unspent."""
@@ -443,7 +277,7 @@ class Authority:
                 "approval_get", {"tenant_id": approver.tenant_id, "approval_id": approval_id}
             )
             assert stored is not None
-            return _approval(stored)
+            return approval_from_row(stored)
 
         result: Approval = self._write(write, "approve" if granted else "deny")
         return result
@@ -479,7 +313,7 @@ class Authority:
         if row is None:
             raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
         try:
-            proposal = _proposal(row)
+            proposal = proposal_from_row(row)
         except TamperedProposal as exc:
             self._record_denial(
                 context,
@@ -615,7 +449,7 @@ class Authority:
             return _Denial("approval_missing", "no such approval for this tenant")
         if tx.one("consumption_get", {"tenant_id": tenant, "approval_id": approval_id}):
             return _Denial("approval_consumed", "the approval was already used")
-        approval = _approval(row)
+        approval = approval_from_row(row)
         if approval.proposal_id != proposal.proposal_id or approval.digest != proposal.digest:
             return _Denial("digest_mismatch", "the approval covers another proposal")
         if not approval.granted:
@@ -690,7 +524,7 @@ class Authority:
         )
         row = tx.one("approval_get", {"tenant_id": context.tenant_id, "approval_id": approval_id})
         assert row is not None
-        return _approval(row)
+        return approval_from_row(row)
 
     # -- dispatch-time recheck and capacity ----------------------------------------------
 
@@ -709,7 +543,7 @@ class Authority:
         if row is None:
             return "digest_mismatch"
         try:
-            proposal = _proposal(row)
+            proposal = proposal_from_row(row)
         except TamperedProposal:
             return "digest_mismatch"
         action = self.registry.get(proposal.action)

@@ -1,0 +1,202 @@
+"""Authority records: proposals, approvals, correlation data and capacity usage.
+
+These are the rows an approver and an investigator read. A :class:`Proposal`'s digest is
+recomputed whenever one is built from a stored row, so an edited proposal never passes for the
+one that was approved (see :mod:`effectledger.authority` for the digest's fields).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from effectledger.canonical import digest
+from effectledger.errors import TamperedProposal
+from effectledger.model import DestinationRef, from_micros, to_micros
+from effectledger.store import Row
+
+__all__ = [
+    "Approval",
+    "CapacityUsage",
+    "Correlation",
+    "Proposal",
+    "approval_from_row",
+    "proposal_digest_body",
+    "proposal_from_row",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Correlation:
+    """Where a proposal came from: for investigators, never part of the digest."""
+
+    trace_id: str | None = None
+    tool_call_id: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None
+    tool_schema_version: str | None = None
+    prompt_version: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        """The fields that are set."""
+        return {
+            name: value for name in self.__slots__ if (value := getattr(self, name)) is not None
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """One concrete intended effect, exactly as an approver is shown it."""
+
+    tenant_id: str
+    proposal_id: str
+    operation_id: str
+    proposer_id: str
+    action: str
+    contract_version: str
+    target: str
+    resource_version: str
+    arguments: Mapping[str, Any]
+    units: int
+    pool: str
+    destination: DestinationRef
+    policy_version: str
+    expires_at: datetime
+    correlation: Mapping[str, str]
+    digest: str
+    created_at: datetime
+
+    def digest_body(self) -> dict[str, Any]:
+        """The exact value whose digest binds approvals to this proposal."""
+        return proposal_digest_body(
+            tenant_id=self.tenant_id,
+            operation_id=self.operation_id,
+            proposer_id=self.proposer_id,
+            action=self.action,
+            contract_version=self.contract_version,
+            target=self.target,
+            resource_version=self.resource_version,
+            arguments=self.arguments,
+            units=self.units,
+            pool=self.pool,
+            destination=self.destination,
+            policy_version=self.policy_version,
+            expires_us=to_micros(self.expires_at),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approval:
+    """An approver's (or a pre-authorization's) decision bound to one proposal digest."""
+
+    tenant_id: str
+    approval_id: str
+    proposal_id: str
+    digest: str
+    granted: bool
+    kind: str
+    approver_id: str
+    policy_version: str
+    reason: str | None
+    decided_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityUsage:
+    """Units of one pool: held by unresolved operations, committed by successes, freed."""
+
+    pool: str
+    held: int
+    committed: int
+    freed: int
+    limit: int | None
+
+    @property
+    def available(self) -> int | None:
+        """Units still admissible under the limit (``None``: no limit)."""
+        return None if self.limit is None else self.limit - self.held - self.committed
+
+
+def proposal_digest_body(
+    *,
+    tenant_id: str,
+    operation_id: str,
+    proposer_id: str,
+    action: str,
+    contract_version: str,
+    target: str,
+    resource_version: str,
+    arguments: Mapping[str, Any],
+    units: int,
+    pool: str,
+    destination: DestinationRef,
+    policy_version: str,
+    expires_us: int,
+) -> dict[str, Any]:
+    """The exact value whose ``proposal`` digest binds approvals to a proposal."""
+    return {
+        "action": action,
+        "arguments": dict(arguments),
+        "contract_version": contract_version,
+        "destination": {"account_id": destination.account_id, "endpoint": destination.endpoint},
+        "expires_us": expires_us,
+        "operation_id": operation_id,
+        "policy_version": policy_version,
+        "pool": pool,
+        "proposer_id": proposer_id,
+        "resource_version": resource_version,
+        "target": target,
+        "tenant_id": tenant_id,
+        "units": units,
+    }
+
+
+def proposal_from_row(row: Row) -> Proposal:
+    """A proposal row as a record, its digest recomputed and compared."""
+    proposal = Proposal(
+        tenant_id=row["tenant_id"],
+        proposal_id=row["proposal_id"],
+        operation_id=row["operation_id"],
+        proposer_id=row["proposer_id"],
+        action=row["action"],
+        contract_version=row["contract_version"],
+        target=row["target"],
+        resource_version=row["resource_version"],
+        arguments=json.loads(row["arguments_json"]),
+        units=int(row["units"]),
+        pool=row["pool"],
+        destination=DestinationRef(
+            account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+        ),
+        policy_version=row["policy_version"],
+        expires_at=from_micros(int(row["expires_us"])),
+        correlation=json.loads(row["correlation_json"]),
+        digest=row["digest"],
+        created_at=from_micros(int(row["created_us"])),
+    )
+    if digest("proposal", proposal.digest_body()) != proposal.digest:
+        raise TamperedProposal(
+            f"proposal {proposal.proposal_id} does not match its digest: it was edited",
+            proposal_id=proposal.proposal_id,
+        )
+    return proposal
+
+
+def approval_from_row(row: Row) -> Approval:
+    return Approval(
+        tenant_id=row["tenant_id"],
+        approval_id=row["approval_id"],
+        proposal_id=row["proposal_id"],
+        digest=row["digest"],
+        granted=row["decision"] == "granted",
+        kind=row["kind"],
+        approver_id=row["approver_id"],
+        policy_version=row["policy_version"],
+        reason=row["reason"],
+        decided_at=from_micros(int(row["decided_us"])),
+        expires_at=from_micros(int(row["expires_us"])),
+    )
