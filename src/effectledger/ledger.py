@@ -441,9 +441,9 @@ class Ledger:
                 )
             return self._operation(row)
 
-        existing = tx.one("operation_get", key)
-        if existing is not None:
-            return matching(existing)
+        # The insert itself is the existence check: it returns the new row, or none if the id is
+        # taken (an earlier admission, or a concurrent one that committed first), and only then
+        # is the stored operation read and compared.
         now_us = self._now_us()
         head = tx.one("event_head", key)
         sequence = 1 if head is None else int(head["sequence"]) + 1
@@ -459,7 +459,7 @@ class Ledger:
             details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
             insert=False,
         )
-        inserted = tx.run(
+        inserted = tx.one(
             "operation_insert",
             {
                 **draft,
@@ -469,13 +469,13 @@ class Ledger:
                 "event_hash": event["event_hash"],
             },
         )
-        row = tx.one("operation_get", key)
-        if row is None:  # pragma: no cover - the insert or the winner is visible
-            raise NotFound("operation vanished during admission")
-        if inserted == 0:  # a concurrent admission won the race: compare with it
-            return matching(row)
+        if inserted is None:  # admitted before, or a concurrent admission won: compare with it
+            existing = tx.one("operation_get", key)
+            if existing is None:  # pragma: no cover - the conflicting row is visible
+                raise NotFound("operation vanished during admission")
+            return matching(existing)
         tx.run("event_insert", event)
-        return self._operation(row)
+        return self._operation(inserted)
 
     def append_event(
         self,

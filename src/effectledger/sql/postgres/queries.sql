@@ -5,6 +5,7 @@
 -- guarded by the operation's version.
 
 -- name: operation_insert
+-- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -15,7 +16,8 @@ INSERT INTO operations (
     %(idempotency_key)s, 'READY', %(version)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
     %(approval_id)s, %(pool)s, %(units)s
 )
-ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+ON CONFLICT (tenant_id, operation_id) DO NOTHING
+RETURNING *;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;

@@ -2,6 +2,7 @@
 -- statement with :named parameters. Python never builds SQL; it runs these by name.
 
 -- name: operation_insert
+-- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -12,7 +13,8 @@ INSERT INTO operations (
     :idempotency_key, 'READY', :version, :now_us, :now_us, :event_hash, :proposal_id,
     :approval_id, :pool, :units
 )
-ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+ON CONFLICT (tenant_id, operation_id) DO NOTHING
+RETURNING *;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
