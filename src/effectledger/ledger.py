@@ -890,9 +890,8 @@ class Ledger:
         attempt_key = {**key, "attempt_id": prepared.attempt_id}
 
         def body(tx: Transaction) -> DispatchResult:
-            row = tx.one("operation_get", key)
-            attempt = tx.one("attempt_get", attempt_key)
-            if row is None or attempt is None:
+            row = tx.one("operation_with_attempt", attempt_key)
+            if row is None or not row["attempt_present"]:
                 raise NotFound("no such operation attempt", **attempt_key)
             if observation.observation_id is not None and tx.one(
                 "event_by_observation", {**key, "observation_id": observation.observation_id}

@@ -22,6 +22,16 @@ RETURNING *;
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
 
+-- name: operation_with_attempt
+-- The operation and whether it has the named attempt, in one read (for record).
+SELECT o.*, EXISTS (
+    SELECT 1 FROM attempts AS a
+    WHERE a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+      AND a.attempt_id = %(attempt_id)s
+) AS attempt_present
+FROM operations AS o
+WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s;
+
 -- name: operation_lock
 -- The row a claim is about to change, locked: a concurrent claim waits here, then sees the
 -- winner's committed state instead of failing its version check.

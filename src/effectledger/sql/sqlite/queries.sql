@@ -19,6 +19,16 @@ RETURNING *;
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 
+-- name: operation_with_attempt
+-- The operation and whether it has the named attempt, in one read (for record).
+SELECT o.*, EXISTS (
+    SELECT 1 FROM attempts AS a
+    WHERE a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+      AND a.attempt_id = :attempt_id
+) AS attempt_present
+FROM operations AS o
+WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id;
+
 -- name: operation_lock
 -- The row a claim is about to change. BEGIN IMMEDIATE already holds the database's write lock.
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
