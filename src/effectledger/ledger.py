@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from effectledger._failpoints import crash_point
-from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.audit.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.audit.record import event_from_row
 from effectledger.canonical import canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
@@ -194,15 +194,11 @@ class Ledger:
             observation_id=observation_id,
             prev_hash=prev_hash,
         )
-        hashed = event_hash(body)
-        params = {
-            **body,
-            "details_json": canonical_bytes(body["details"]).decode(),
-            "event_hash": hashed,
-        }
+        # The body is encoded once: the hash and the stored details text both come from it.
+        body["event_hash"], body["details_json"] = hash_event(body)
         if insert:
-            tx.run("event_insert", params)
-        return params
+            tx.run("event_insert", body)
+        return body
 
     def _transition(
         self,
@@ -244,33 +240,29 @@ class Ledger:
             "review_owner": row["review_owner"],
             "review_deadline_us": row["review_deadline_us"],
         }
-        unknown = set(changes) - set(fields)
-        if unknown:  # pragma: no cover - a programming error, not an input error
-            raise TypeError(f"unknown operation fields {sorted(unknown)}")
+        if not changes.keys() <= fields.keys():  # pragma: no cover - a programming error
+            raise TypeError(f"unknown operation fields {sorted(changes.keys() - fields.keys())}")
         fields.update(changes)
-        changed = tx.run(
-            "operation_update",
-            {
-                **fields,
-                **self._key(row["tenant_id"], row["operation_id"]),
-                "version": version,
-                "new_version": version + 1,
-                "event_hash": event["event_hash"],
-                "now_us": now_us,
-            },
-        )
-        if changed != 1:
+        params = {
+            **fields,
+            "tenant_id": row["tenant_id"],
+            "operation_id": row["operation_id"],
+            "version": version,
+            "new_version": version + 1,
+            "event_hash": event["event_hash"],
+            "now_us": now_us,
+        }
+        if tx.run("operation_update", params) != 1:
             raise ConcurrentModification(
                 "the operation changed while this step ran; reload it",
                 operation_id=row["operation_id"],
             )
         tx.run("event_insert", event)
-        return {
-            **dict(row),
-            **fields,
-            "version": version + 1,
-            "last_event_hash": event["event_hash"],
-        }
+        updated = dict(row)
+        updated.update(fields)
+        updated["version"] = version + 1
+        updated["last_event_hash"] = event["event_hash"]
+        return updated
 
     @staticmethod
     def _operation(row: Row) -> Operation:
