@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -126,6 +127,10 @@ class LedgerSettings:
     ``lookup_interval``: how far a reserved lookup pushes the next check.
     ``max_inconclusive_lookups``: inconclusive lookups before ``MANUAL_REVIEW``.
     ``review_owner`` / ``review_deadline``: who gets manual review, and by when.
+    ``record_budget``: how long :meth:`Ledger.record` may take to write a result, waits for
+    locks and re-reads included, whatever the caller does meanwhile. Past it the record fails
+    with :class:`~effectledger.errors.StorageBusy`, nothing is written, and the attempt stays
+    unresolved for recovery to look up. ``None`` leaves only the store's own timeouts.
     """
 
     recover_after: timedelta = timedelta(seconds=30)
@@ -133,6 +138,7 @@ class LedgerSettings:
     max_inconclusive_lookups: int = 5
     review_owner: str = "operations"
     review_deadline: timedelta = timedelta(hours=24)
+    record_budget: timedelta | None = timedelta(seconds=2)
 
 
 class Ledger:
@@ -866,6 +872,10 @@ class Ledger:
         Only the active attempt of an unresolved operation changes the state; any other
         observation is kept as ``Late<Outcome>Observation`` and changes nothing. A concurrent
         change is not overwritten: the step is re-read and re-decided (at most three times).
+        The whole record, waits for locks and re-reads included, runs within
+        ``settings.record_budget``: past it :class:`~effectledger.errors.StorageBusy` is raised,
+        nothing is written, and the attempt stays unresolved, so recovery looks it up once its
+        ``recover_after`` is due.
         """
         if observation.outcome is Outcome.ACCEPTED and not (
             observation.provider_reference and observation.evidence_reference
@@ -930,11 +940,16 @@ class Ledger:
             crash_point("inside_record")
             return self._result(updated)
 
+        budget = self.settings.record_budget
+        deadline = None if budget is None else time.monotonic() + budget.total_seconds()
         for attempt_number in range(1, _RECORD_ATTEMPTS + 1):
+            left = None if deadline is None else deadline - time.monotonic()
             try:
-                return self.store.write(body, label="record")
+                return self.store.write(body, label="record", budget_s=left)
             except ConcurrentModification:
-                if attempt_number == _RECORD_ATTEMPTS:
+                if attempt_number == _RECORD_ATTEMPTS or (
+                    deadline is not None and time.monotonic() >= deadline
+                ):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
