@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from effectledger._failpoints import crash_point
-from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.audit.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.audit.record import event_from_row
 from effectledger.canonical import canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
@@ -126,6 +127,10 @@ class LedgerSettings:
     ``lookup_interval``: how far a reserved lookup pushes the next check.
     ``max_inconclusive_lookups``: inconclusive lookups before ``MANUAL_REVIEW``.
     ``review_owner`` / ``review_deadline``: who gets manual review, and by when.
+    ``record_budget``: how long :meth:`Ledger.record` may take to write a result, waits for
+    locks and re-reads included, whatever the caller does meanwhile. Past it the record fails
+    with :class:`~effectledger.errors.StorageBusy`, nothing is written, and the attempt stays
+    unresolved for recovery to look up. ``None`` leaves only the store's own timeouts.
     """
 
     recover_after: timedelta = timedelta(seconds=30)
@@ -133,6 +138,7 @@ class LedgerSettings:
     max_inconclusive_lookups: int = 5
     review_owner: str = "operations"
     review_deadline: timedelta = timedelta(hours=24)
+    record_budget: timedelta | None = timedelta(seconds=2)
 
 
 class Ledger:
@@ -194,15 +200,11 @@ class Ledger:
             observation_id=observation_id,
             prev_hash=prev_hash,
         )
-        hashed = event_hash(body)
-        params = {
-            **body,
-            "details_json": canonical_bytes(body["details"]).decode(),
-            "event_hash": hashed,
-        }
+        # The body is encoded once: the hash and the stored details text both come from it.
+        body["event_hash"], body["details_json"] = hash_event(body)
         if insert:
-            tx.run("event_insert", params)
-        return params
+            tx.run("event_insert", body)
+        return body
 
     def _transition(
         self,
@@ -244,33 +246,29 @@ class Ledger:
             "review_owner": row["review_owner"],
             "review_deadline_us": row["review_deadline_us"],
         }
-        unknown = set(changes) - set(fields)
-        if unknown:  # pragma: no cover - a programming error, not an input error
-            raise TypeError(f"unknown operation fields {sorted(unknown)}")
+        if not changes.keys() <= fields.keys():  # pragma: no cover - a programming error
+            raise TypeError(f"unknown operation fields {sorted(changes.keys() - fields.keys())}")
         fields.update(changes)
-        changed = tx.run(
-            "operation_update",
-            {
-                **fields,
-                **self._key(row["tenant_id"], row["operation_id"]),
-                "version": version,
-                "new_version": version + 1,
-                "event_hash": event["event_hash"],
-                "now_us": now_us,
-            },
-        )
-        if changed != 1:
+        params = {
+            **fields,
+            "tenant_id": row["tenant_id"],
+            "operation_id": row["operation_id"],
+            "version": version,
+            "new_version": version + 1,
+            "event_hash": event["event_hash"],
+            "now_us": now_us,
+        }
+        if tx.run("operation_update", params) != 1:
             raise ConcurrentModification(
                 "the operation changed while this step ran; reload it",
                 operation_id=row["operation_id"],
             )
         tx.run("event_insert", event)
-        return {
-            **dict(row),
-            **fields,
-            "version": version + 1,
-            "last_event_hash": event["event_hash"],
-        }
+        updated = dict(row)
+        updated.update(fields)
+        updated["version"] = version + 1
+        updated["last_event_hash"] = event["event_hash"]
+        return updated
 
     @staticmethod
     def _operation(row: Row) -> Operation:
@@ -441,9 +439,9 @@ class Ledger:
                 )
             return self._operation(row)
 
-        existing = tx.one("operation_get", key)
-        if existing is not None:
-            return matching(existing)
+        # The insert itself is the existence check: it returns the new row, or none if the id is
+        # taken (an earlier admission, or a concurrent one that committed first), and only then
+        # is the stored operation read and compared.
         now_us = self._now_us()
         head = tx.one("event_head", key)
         sequence = 1 if head is None else int(head["sequence"]) + 1
@@ -459,7 +457,7 @@ class Ledger:
             details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
             insert=False,
         )
-        inserted = tx.run(
+        inserted = tx.one(
             "operation_insert",
             {
                 **draft,
@@ -469,13 +467,13 @@ class Ledger:
                 "event_hash": event["event_hash"],
             },
         )
-        row = tx.one("operation_get", key)
-        if row is None:  # pragma: no cover - the insert or the winner is visible
-            raise NotFound("operation vanished during admission")
-        if inserted == 0:  # a concurrent admission won the race: compare with it
-            return matching(row)
+        if inserted is None:  # admitted before, or a concurrent admission won: compare with it
+            existing = tx.one("operation_get", key)
+            if existing is None:  # pragma: no cover - the conflicting row is visible
+                raise NotFound("operation vanished during admission")
+            return matching(existing)
         tx.run("event_insert", event)
-        return self._operation(row)
+        return self._operation(inserted)
 
     def append_event(
         self,
@@ -874,6 +872,10 @@ class Ledger:
         Only the active attempt of an unresolved operation changes the state; any other
         observation is kept as ``Late<Outcome>Observation`` and changes nothing. A concurrent
         change is not overwritten: the step is re-read and re-decided (at most three times).
+        The whole record, waits for locks and re-reads included, runs within
+        ``settings.record_budget``: past it :class:`~effectledger.errors.StorageBusy` is raised,
+        nothing is written, and the attempt stays unresolved, so recovery looks it up once its
+        ``recover_after`` is due.
         """
         if observation.outcome is Outcome.ACCEPTED and not (
             observation.provider_reference and observation.evidence_reference
@@ -890,9 +892,8 @@ class Ledger:
         attempt_key = {**key, "attempt_id": prepared.attempt_id}
 
         def body(tx: Transaction) -> DispatchResult:
-            row = tx.one("operation_get", key)
-            attempt = tx.one("attempt_get", attempt_key)
-            if row is None or attempt is None:
+            row = tx.one("operation_with_attempt", attempt_key)
+            if row is None or not row["attempt_present"]:
                 raise NotFound("no such operation attempt", **attempt_key)
             if observation.observation_id is not None and tx.one(
                 "event_by_observation", {**key, "observation_id": observation.observation_id}
@@ -939,11 +940,16 @@ class Ledger:
             crash_point("inside_record")
             return self._result(updated)
 
+        budget = self.settings.record_budget
+        deadline = None if budget is None else time.monotonic() + budget.total_seconds()
         for attempt_number in range(1, _RECORD_ATTEMPTS + 1):
+            left = None if deadline is None else deadline - time.monotonic()
             try:
-                return self.store.write(body, label="record")
+                return self.store.write(body, label="record", budget_s=left)
             except ConcurrentModification:
-                if attempt_number == _RECORD_ATTEMPTS:
+                if attempt_number == _RECORD_ATTEMPTS or (
+                    deadline is not None and time.monotonic() >= deadline
+                ):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -41,11 +41,20 @@ class Store(Protocol):
     url: str
     dialect: str
 
-    def write(self, body: Callable[[Transaction], T], *, label: str = "write") -> T:
+    def write(
+        self,
+        body: Callable[[Transaction], T],
+        *,
+        label: str = "write",
+        budget_s: float | None = None,
+    ) -> T:
         """Run ``body`` in one write transaction and commit it.
 
         If the database stays busy the whole ``body`` is retried, a bounded number of times, so
         ``body`` must do nothing but database work. Raises a :class:`StorageError` subclass.
+        ``budget_s``, when given, bounds in seconds how long the write, retries included, may
+        wait for locks (and, on PostgreSQL, for connections and statements); once it is spent
+        the write fails with :class:`StorageBusy` and nothing is committed.
         """
         ...
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -58,6 +60,12 @@ _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless to
 
 # Statements of the store's own bookkeeping; the ledger's statements are named queries.
 _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+# A write with a time budget: its timeouts are set in the same round trip as BEGIN and last
+# until the transaction ends (SET LOCAL). Sent without parameters, so as one simple query.
+_BEGIN_BUDGETED_WRITE = sql.SQL(
+    "BEGIN ISOLATION LEVEL READ COMMITTED;"
+    " SET LOCAL lock_timeout = {lock}; SET LOCAL statement_timeout = {statement}"
+)
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
@@ -85,7 +93,8 @@ _MIGRATION_RECORD = (
 
 # SQLSTATEs after which re-running the whole transaction is the documented remedy.
 _RETRY_STATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
-_BUSY_STATES = _RETRY_STATES | {"55P03", "53300"}  # lock_not_available, too_many_connections
+# lock_not_available, too_many_connections, query_canceled (a write's time budget ran out)
+_BUSY_STATES = _RETRY_STATES | {"55P03", "53300", "57014"}
 
 
 class _Lost(Exception):
@@ -252,9 +261,22 @@ class PostgresStore:
 
     # -- transactions --------------------------------------------------------------------
 
-    def _attempt(self, body: Callable[[_Transaction], T], begin: str) -> T:
-        """Run ``body`` once in its own transaction on a pooled connection and commit it."""
-        with self._checked_pool().connection() as connection:
+    def _attempt(
+        self,
+        body: Callable[[_Transaction], T],
+        begin: str | sql.Composed,
+        deadline: float | None = None,
+    ) -> T:
+        """Run ``body`` once in its own transaction on a pooled connection and commit it.
+
+        With a ``deadline`` (``time.monotonic()``), the wait for a pooled connection ends there.
+        """
+        pool = self._checked_pool()
+        if deadline is None:
+            connecting = pool.connection()
+        else:
+            connecting = pool.connection(timeout=min(pool.timeout, _left_s(deadline)))
+        with connecting as connection:
             cursor = connection.cursor()
             try:
                 cursor.execute(begin)
@@ -275,10 +297,32 @@ class PostgresStore:
                 raise  # the server answered COMMIT with an error: it rolled back
             return result
 
-    def _run(self, body: Callable[[_Transaction], T], begin: str, label: str) -> T:
+    def _begin_write_until(self, deadline: float) -> sql.Composed:
+        """A write's BEGIN whose lock and statement timeouts end at ``deadline``."""
+        left_ms = max(1, int(_left_s(deadline) * 1000))
+        lock_ms = left_ms if self.lock_timeout_ms == 0 else min(left_ms, self.lock_timeout_ms)
+        return _BEGIN_BUDGETED_WRITE.format(
+            lock=sql.Literal(f"{lock_ms}ms"), statement=sql.Literal(f"{left_ms}ms")
+        )
+
+    def _run(
+        self,
+        body: Callable[[_Transaction], T],
+        begin: str,
+        label: str,
+        budget_s: float | None = None,
+    ) -> T:
+        deadline = None if budget_s is None else time.monotonic() + budget_s
         for attempt in range(1, self.max_attempts + 1):
+            opening: str | sql.Composed = begin
+            if deadline is not None:  # only writes have a budget
+                if _left_s(deadline) <= 0:
+                    raise StorageBusy(
+                        f"{label}: the write's time budget ran out", attempts=attempt - 1
+                    )
+                opening = self._begin_write_until(deadline)
             try:
-                return self._attempt(body, begin)
+                return self._attempt(body, opening, deadline)
             except _Lost as exc:
                 if not exc.at_commit and attempt < self.max_attempts:
                     self._discard_broken()
@@ -290,14 +334,25 @@ class PostgresStore:
                 raise _translate(exc, label, attempts=attempt) from exc  # also PoolTimeout
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def write(self, body: Callable[[_Transaction], T], *, label: str = "write") -> T:
+    def write(
+        self,
+        body: Callable[[_Transaction], T],
+        *,
+        label: str = "write",
+        budget_s: float | None = None,
+    ) -> T:
         """Run ``body`` in one READ COMMITTED transaction and commit it.
 
         Re-run up to ``max_attempts`` times on a serialization failure, a deadlock or a
         connection lost before ``COMMIT``; raises :class:`CommitUncertain` if the connection is
-        lost while ``COMMIT`` is in flight.
+        lost while ``COMMIT`` is in flight. With ``budget_s`` the whole write, retries included,
+        takes at most about that many seconds of waiting: the wait for a pooled connection is cut
+        to the budget left, the transaction runs with ``SET LOCAL lock_timeout`` and
+        ``statement_timeout`` set to it (the lock timeout stays the store's own if that is
+        shorter), and no re-run starts once it is spent. Running out raises
+        :class:`StorageBusy` and nothing is committed.
         """
-        return self._run(body, _BEGIN_WRITE, label)
+        return self._run(body, _BEGIN_WRITE, label, budget_s)
 
     def read(self, body: Callable[[_Transaction], T]) -> T:
         """Run ``body`` in a read-only REPEATABLE READ transaction: one consistent snapshot."""
@@ -361,6 +416,11 @@ class PostgresStore:
             user, _, host = netloc.rpartition("@")
             netloc = f"{user.partition(':')[0]}@{host}"
         return f"PostgresStore({urlunsplit(parts._replace(netloc=netloc))!r})"
+
+
+def _left_s(deadline: float) -> float:
+    """Seconds until ``deadline`` (``time.monotonic()``); negative once it has passed."""
+    return deadline - time.monotonic()
 
 
 def _rollback(connection: _Connection) -> None:

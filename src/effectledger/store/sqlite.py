@@ -42,11 +42,11 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _translate(exc: sqlite3.Error, label: str) -> StorageError:
+def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) -> StorageError:
     if isinstance(exc, sqlite3.IntegrityError):
         return ConstraintViolation(f"{label}: the database refused the write: {exc}")
     if _is_busy(exc):
-        return StorageBusy(f"{label}: the database stayed locked", attempts=MAX_ATTEMPTS)
+        return StorageBusy(f"{label}: the database stayed locked", attempts=attempts)
     return StorageError(f"{label}: {type(exc).__name__}: {exc}")
 
 
@@ -172,11 +172,48 @@ class SQLiteStore:
 
     # -- transactions --------------------------------------------------------------------
 
-    def write(self, body: Callable[[_Transaction], T], *, label: str = "write") -> T:
-        """Run ``body`` in ``BEGIN IMMEDIATE`` ... ``COMMIT``; retry it when the file is busy."""
+    def write(
+        self,
+        body: Callable[[_Transaction], T],
+        *,
+        label: str = "write",
+        budget_s: float | None = None,
+    ) -> T:
+        """Run ``body`` in ``BEGIN IMMEDIATE`` ... ``COMMIT``; retry it when the file is busy.
+
+        With ``budget_s`` the whole write, retries included, waits for the file's lock at most
+        that many seconds: each attempt's busy timeout is the budget left (or the store's own,
+        if shorter), restored afterwards, and no attempt starts once the budget is spent.
+        """
         connection = self._connection()
+        if budget_s is None:
+            return self._write(connection, body, label, None)
+        deadline = time.monotonic() + budget_s
+        try:
+            return self._write(connection, body, label, deadline)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+
+    def _write(
+        self,
+        connection: sqlite3.Connection,
+        body: Callable[[_Transaction], T],
+        label: str,
+        deadline: float | None,
+    ) -> T:
         for attempt in range(1, self.max_attempts + 1):
+            timeout_ms: int | None = None
+            if deadline is not None:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    raise StorageBusy(
+                        f"{label}: the write's time budget ran out", attempts=attempt - 1
+                    )
+                timeout_ms = min(left_ms, int(self.busy_timeout_ms))
             try:
+                if timeout_ms is not None:
+                    connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
                 # Spelled out rather than a context manager: this is every write's hot path.
                 connection.execute("BEGIN IMMEDIATE")
                 try:
@@ -191,10 +228,15 @@ class SQLiteStore:
                 if connection.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute("ROLLBACK")
-                if _is_busy(exc) and attempt < self.max_attempts:
-                    time.sleep(0.005 * attempt)
+                pause = 0.005 * attempt
+                if (
+                    _is_busy(exc)
+                    and attempt < self.max_attempts
+                    and (deadline is None or time.monotonic() + pause < deadline)
+                ):
+                    time.sleep(pause)
                     continue
-                raise _translate(exc, label) from exc
+                raise _translate(exc, label, attempts=attempt) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def read(self, body: Callable[[_Transaction], T]) -> T:

@@ -5,6 +5,7 @@
 -- guarded by the operation's version.
 
 -- name: operation_insert
+-- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -15,10 +16,21 @@ INSERT INTO operations (
     %(idempotency_key)s, 'READY', %(version)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
     %(approval_id)s, %(pool)s, %(units)s
 )
-ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+ON CONFLICT (tenant_id, operation_id) DO NOTHING
+RETURNING *;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
+
+-- name: operation_with_attempt
+-- The operation and whether it has the named attempt, in one read (for record).
+SELECT o.*, EXISTS (
+    SELECT 1 FROM attempts AS a
+    WHERE a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+      AND a.attempt_id = %(attempt_id)s
+) AS attempt_present
+FROM operations AS o
+WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s;
 
 -- name: operation_lock
 -- The row a claim is about to change, locked: a concurrent claim waits here, then sees the

@@ -2,6 +2,7 @@
 -- statement with :named parameters. Python never builds SQL; it runs these by name.
 
 -- name: operation_insert
+-- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -12,10 +13,21 @@ INSERT INTO operations (
     :idempotency_key, 'READY', :version, :now_us, :now_us, :event_hash, :proposal_id,
     :approval_id, :pool, :units
 )
-ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+ON CONFLICT (tenant_id, operation_id) DO NOTHING
+RETURNING *;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: operation_with_attempt
+-- The operation and whether it has the named attempt, in one read (for record).
+SELECT o.*, EXISTS (
+    SELECT 1 FROM attempts AS a
+    WHERE a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
+      AND a.attempt_id = :attempt_id
+) AS attempt_present
+FROM operations AS o
+WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id;
 
 -- name: operation_lock
 -- The row a claim is about to change. BEGIN IMMEDIATE already holds the database's write lock.
