@@ -62,36 +62,63 @@ class Executor:
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
         """Perform the operation once, or report what was already recorded for it."""
+        if self.guard is not None:
+            return self._execute_rechecked(context, operation_id, self.guard)
+        claimed: PreparedAttempt | DispatchResult | None
+        try:
+            # One read decides: a repeated call costs that read alone, and a READY operation is
+            # claimed on the row it returned.
+            claimed = self.ledger.claim_or_status(
+                context, operation_id, executor_id=self.executor_id, bound_to=self._binding()
+            )
+        except CommitUncertain as uncertain:
+            attempt_id = uncertain.details.get("attempt_id")
+            if not isinstance(attempt_id, str):  # pragma: no cover - the ledger names it
+                raise
+            claimed = self._confirm(uncertain, context.tenant_id, operation_id, attempt_id)
+        if isinstance(claimed, DispatchResult):
+            return claimed
+        return self._performed(context, operation_id, claimed)
+
+    def _execute_rechecked(
+        self, context: Context, operation_id: str, guard: DispatchGuard
+    ) -> DispatchResult:
+        """:meth:`execute` with the dispatch-time recheck between the status read and the claim."""
         status = self.ledger.status(context, operation_id)
         if status.state is not OperationState.READY:
             return status
-        expected_version: int | None = None
-        if self.guard is not None:
-            operation = self.ledger.get(context, operation_id)
-            reason = self.guard(context, operation)
-            if reason is not None:
-                return self.ledger.release(
-                    context, operation_id, reason=reason, expected_version=operation.version
-                )
-            expected_version = operation.version
+        operation = self.ledger.get(context, operation_id)
+        reason = guard(context, operation)
+        if reason is not None:
+            return self.ledger.release(
+                context, operation_id, reason=reason, expected_version=operation.version
+            )
         attempt_id = new_id()
-        bound_to = DestinationRef(
-            account_id=self.destination.account_id, endpoint=self.destination.endpoint
-        )
         try:
             prepared = self.ledger.claim(
                 context,
                 operation_id,
                 attempt_id=attempt_id,
                 executor_id=self.executor_id,
-                bound_to=bound_to,
-                expected_version=expected_version,
+                bound_to=self._binding(),
+                expected_version=operation.version,
             )
         except CommitUncertain as uncertain:
             prepared = self._confirm(uncertain, context.tenant_id, operation_id, attempt_id)
+        return self._performed(context, operation_id, prepared)
+
+    def _performed(
+        self, context: Context, operation_id: str, prepared: PreparedAttempt | None
+    ) -> DispatchResult:
         if prepared is None:  # another worker claimed it first, or the claim did not commit
             return self.ledger.status(context, operation_id)
         return self._perform(prepared)
+
+    def _binding(self) -> DestinationRef:
+        """The account and endpoint this executor's destination adapter is bound to."""
+        return DestinationRef(
+            account_id=self.destination.account_id, endpoint=self.destination.endpoint
+        )
 
     def run_ready(self, *, limit: int = 100) -> list[DispatchResult]:
         """Perform up to ``limit`` READY operations bound to this executor's destination, once each.
@@ -101,9 +128,7 @@ class Executor:
         run this loop against one database. Returns what was recorded for each operation taken.
         With a dispatch ``guard`` each operation is rechecked before its claim instead.
         """
-        bound = DestinationRef(
-            account_id=self.destination.account_id, endpoint=self.destination.endpoint
-        )
+        bound = self._binding()
         results: list[DispatchResult] = []
         if self.guard is not None:
             # The dispatch-time recheck must run before a claim, so each operation goes through

@@ -630,6 +630,52 @@ class Ledger:
             crash_point("after_claim")
         return prepared
 
+    def claim_or_status(
+        self,
+        context: Context,
+        operation_id: str,
+        *,
+        executor_id: str = DISPATCH_WORKER,
+        bound_to: DestinationRef | None = None,
+    ) -> PreparedAttempt | DispatchResult:
+        """Claim the operation if it is READY, or return its recorded state: an executor's step.
+
+        The operation is read once, outside any transaction: a foreign tenant or another
+        requester is told ``not_found`` as :meth:`status` tells them, and an operation that is
+        not READY (a repeated call) costs that one read and writes nothing. A READY operation is
+        claimed under a fresh attempt id on the row just read, with the checks and writes of
+        :meth:`claim`; its update is guarded by the version read, so if the operation changed in
+        between (another executor claimed it), this claim rolls back and the state recorded by
+        then is returned. A :class:`CommitUncertain` names the attempt id, so the caller can
+        check the claim with :meth:`committed_claim`.
+        """
+        row = self.store.one("operation_dispatch", self._key(context.tenant_id, operation_id))
+        if row is None or row["requester_id"] != context.actor_id:
+            raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+        if row["state"] != OperationState.READY.value:
+            return self._result(row)
+        attempt_id = new_id()
+        try:
+            prepared = self.store.write(
+                lambda tx: self._claim_row(
+                    tx, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
+                ),
+                label="claim",
+            )
+        except ConcurrentModification:
+            prepared = None
+        except CommitUncertain as exc:
+            raise CommitUncertain(
+                exc.message,
+                tenant_id=context.tenant_id,
+                operation_id=operation_id,
+                attempt_id=attempt_id,
+            ) from exc
+        if prepared is None:  # another executor's claim came first
+            return self.status(context, operation_id)
+        crash_point("after_claim")
+        return prepared
+
     def ready_operations(
         self, destination: DestinationRef, *, limit: int = 100
     ) -> list[tuple[str, str, str]]:
@@ -721,10 +767,13 @@ class Ledger:
         executor_id: str,
         bound_to: DestinationRef | None = None,
     ) -> PreparedAttempt | None:
-        """The claim step on a row read (and locked) in this transaction: checks, attempt, event.
+        """The claim step on a READY row: checks, attempt, state change, event.
 
-        Raises an :class:`IntegrityError` before writing anything if the stored command no longer
-        hashes to its fingerprint or the admission reference is missing, and
+        ``row`` is read (and locked) in this transaction, or read just before it: the state
+        change is guarded by the row's version either way, so a row that changed since is not
+        claimed (:class:`ConcurrentModification`, and the transaction must roll back). Raises an
+        :class:`IntegrityError` before writing anything if the stored command no longer hashes
+        to its fingerprint or the admission reference is missing, and
         :class:`DestinationMismatch` if ``bound_to`` is not the operation's destination.
         """
         operation_id = row["operation_id"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 import pytest
 
 from effectledger import (
@@ -23,6 +26,7 @@ from effectledger import (
 from effectledger.audit import verify_chain
 from effectledger.callers.tools import DispatchTool
 from effectledger.errors import ToolArgumentsRejected
+from effectledger.store import Row, Store
 from tests.conftest import RAW_REFUSED, admit, count_rows, raw_sql, refuse_event
 
 
@@ -74,6 +78,42 @@ def test_only_a_ready_operation_can_be_claimed(
     assert ledger.claim(context, "op-1", attempt_id="a2") is None
     assert count_rows(store_url, "attempts") == 1
     assert ledger.get(context, "op-1").active_attempt_id == "a1"
+
+
+class _Overtaken:
+    """A store on which another executor claims ``op-1`` right after this one has read it."""
+
+    def __init__(self, store: Store, rival: Ledger, context: Context) -> None:
+        self._store = store
+        self._rival = rival
+        self._context = context
+        self.overtaken = False
+
+    def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        row = self._store.one(name, params)
+        if name == "operation_dispatch" and not self.overtaken:
+            self.overtaken = True
+            assert self._rival.claim(self._context, "op-1", attempt_id="rival") is not None
+        return row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_an_executor_overtaken_after_its_read_makes_no_attempt(
+    ledger: Ledger, context: Context, receiver: SimulatedReceiver, store: Store, store_url: str
+) -> None:
+    """A claim made on a row another executor claimed meanwhile rolls back and sends nothing."""
+    admit(ledger, context, receiver)
+    overtaken = _Overtaken(store, ledger, context)
+    late = Ledger(cast(Store, overtaken), clock=ledger.clock, settings=ledger.settings)
+    result = Executor(late, receiver).execute(context, "op-1")
+    assert overtaken.overtaken
+    assert result.state is OperationState.IN_PROGRESS
+    assert result.attempt_id == "rival"
+    assert raw_sql(store_url, "SELECT attempt_id FROM attempts") == [("rival",)]
+    assert event_types(ledger, context) == ["OperationAdmitted", "AttemptPrepared"]
+    assert receiver.counts().submissions == 0
 
 
 @pytest.mark.parametrize(

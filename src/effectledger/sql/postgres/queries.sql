@@ -50,6 +50,15 @@ FOR SHARE;
 SELECT state, provider_reference, active_attempt_id, requester_id
 FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
 
+-- name: operation_dispatch
+-- An executor's first read: the recorded state for a repeated call, and for a READY
+-- operation every column its claim checks and writes from, so the claim need not read again.
+SELECT tenant_id, operation_id, requester_id, state, version, last_event_hash, active_attempt_id,
+       provider_reference, inconclusive_lookups, retries_authorized, review_owner,
+       review_deadline_us, command_json, fingerprint, admission_reference,
+       destination_account, destination_endpoint, idempotency_key
+FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
+
 -- name: operation_update
 UPDATE operations SET
     state = %(state)s,
