@@ -49,6 +49,7 @@ from effectledger.proposals import (
     proposal_digest_body,
     proposal_from_row,
 )
+from effectledger.rows import operation_from_row
 from effectledger.store import Transaction
 
 __all__ = ["Approval", "Authority", "CapacityUsage", "Correlation", "Proposal"]
@@ -369,7 +370,7 @@ class Authority:
                 approval_id is None or existing["approval_id"] == approval_id
             )
             if same:
-                return self.ledger._operation(existing)  # the exact replay: nothing is spent
+                return operation_from_row(existing)  # the exact replay: nothing is spent
             return _Denial("approval_consumed", "this proposal was admitted with other authority")
         if now >= proposal.expires_at:
             return _Denial("expired", "the proposal has expired")

@@ -8,7 +8,6 @@ the transaction rolls back and the operation is as it was.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -48,9 +47,14 @@ from effectledger.model import (
     OperationState,
     Outcome,
     PreparedAttempt,
-    from_micros,
     to_micros,
     validate_identifier,
+)
+from effectledger.rows import (
+    attempt_from_row,
+    command_from_row,
+    operation_from_row,
+    result_from_row,
 )
 from effectledger.store import Row, Store, Transaction
 
@@ -270,66 +274,6 @@ class Ledger:
         updated["last_event_hash"] = event["event_hash"]
         return updated
 
-    @staticmethod
-    def _operation(row: Row) -> Operation:
-        deadline = row["review_deadline_us"]
-        return Operation(
-            tenant_id=row["tenant_id"],
-            operation_id=row["operation_id"],
-            requester_id=row["requester_id"],
-            revision=row["revision"],
-            command=_command(row),
-            fingerprint=row["fingerprint"],
-            admission_reference=row["admission_reference"],
-            destination=DestinationRef(
-                account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-            ),
-            idempotency_key=row["idempotency_key"],
-            state=OperationState(row["state"]),
-            version=int(row["version"]),
-            active_attempt_id=row["active_attempt_id"],
-            provider_reference=row["provider_reference"],
-            inconclusive_lookups=int(row["inconclusive_lookups"]),
-            retries_authorized=int(row["retries_authorized"]),
-            review_owner=row["review_owner"],
-            review_deadline=None if deadline is None else from_micros(int(deadline)),
-            created_at=from_micros(int(row["created_us"])),
-            updated_at=from_micros(int(row["updated_us"])),
-            last_event_hash=row["last_event_hash"],
-            proposal_id=row["proposal_id"],
-            approval_id=row["approval_id"],
-            pool=row["pool"],
-            units=int(row["units"]),
-        )
-
-    @staticmethod
-    def _attempt(row: Row) -> Attempt:
-        observation = row["observation"]
-        return Attempt(
-            tenant_id=row["tenant_id"],
-            operation_id=row["operation_id"],
-            attempt_id=row["attempt_id"],
-            executor_id=row["executor_id"],
-            destination=DestinationRef(
-                account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-            ),
-            idempotency_key=row["idempotency_key"],
-            prepared_at=from_micros(int(row["prepared_us"])),
-            recover_after=from_micros(int(row["recover_after_us"])),
-            observation=None if observation is None else Outcome(observation),
-            provider_reference=row["provider_reference"],
-            evidence_reference=row["evidence_reference"],
-        )
-
-    @staticmethod
-    def _result(row: Row) -> DispatchResult:
-        return DispatchResult(
-            operation_id=row["operation_id"],
-            state=OperationState(row["state"]),
-            provider_reference=row["provider_reference"],
-            attempt_id=row["active_attempt_id"],
-        )
-
     # -- admission -----------------------------------------------------------------------
 
     def admit(
@@ -437,7 +381,7 @@ class Ledger:
                     operation_id=draft["operation_id"],
                     differs=differs,
                 )
-            return self._operation(row)
+            return operation_from_row(row)
 
         # The insert itself is the existence check: it returns the new row, or none if the id is
         # taken (an earlier admission, or a concurrent one that committed first), and only then
@@ -473,7 +417,7 @@ class Ledger:
                 raise NotFound("operation vanished during admission")
             return matching(existing)
         tx.run("event_insert", event)
-        return self._operation(inserted)
+        return operation_from_row(inserted)
 
     def append_event(
         self,
@@ -525,7 +469,7 @@ class Ledger:
         row = self.store.one("operation_get", self._key(context.tenant_id, operation_id))
         if row is None:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
-        return self._operation(row)
+        return operation_from_row(row)
 
     def status(self, context: Context, operation_id: str) -> DispatchResult:
         """The recorded state of an operation the context's actor requested.
@@ -547,7 +491,7 @@ class Ledger:
         rows = self.store.read(
             lambda tx: tx.all("operations_list", {"tenant_id": context.tenant_id, "limit": limit})
         )
-        return [self._operation(row) for row in rows]
+        return [operation_from_row(row) for row in rows]
 
     def attempts(self, context: Context, operation_id: str) -> list[Attempt]:
         """Every attempt of one of the tenant's operations, oldest first."""
@@ -555,7 +499,7 @@ class Ledger:
         rows = self.store.read(
             lambda tx: tx.all("attempts_for_operation", self._key(context.tenant_id, operation_id))
         )
-        return [self._attempt(row) for row in rows]
+        return [attempt_from_row(row) for row in rows]
 
     def events(self, context: Context, operation_id: str) -> list[AuditEvent]:
         """The audit trail under an operation id in sequence order (proposal events included).
@@ -568,24 +512,7 @@ class Ledger:
         )
         if not rows:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
-        return [
-            AuditEvent(
-                event_id=row["event_id"],
-                tenant_id=row["tenant_id"],
-                operation_id=row["operation_id"],
-                attempt_id=row["attempt_id"],
-                sequence=int(row["sequence"]),
-                actor=row["actor"],
-                event_type=row["event_type"],
-                recorded_at=from_micros(int(row["recorded_us"])),
-                evidence_reference=row["evidence_reference"],
-                details=json.loads(row["details_json"]),
-                observation_id=row["observation_id"],
-                prev_hash=row["prev_hash"],
-                event_hash=row["event_hash"],
-            )
-            for row in rows
-        ]
+        return [event_from_row(row) for row in rows]
 
     # -- claim ---------------------------------------------------------------------------
 
@@ -653,7 +580,7 @@ class Ledger:
         if row is None or row["requester_id"] != context.actor_id:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
         if row["state"] != OperationState.READY.value:
-            return self._result(row)
+            return result_from_row(row)
         attempt_id = new_id()
         try:
             prepared = self.store.write(
@@ -826,7 +753,7 @@ class Ledger:
             tenant_id=row["tenant_id"],
             operation_id=operation_id,
             attempt_id=attempt_id,
-            command=_command(row),
+            command=command_from_row(row),
             idempotency_key=row["idempotency_key"],
             destination=destination,
         )
@@ -855,7 +782,7 @@ class Ledger:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             stale = int(row["version"]) != expected_version
             if row["state"] != OperationState.READY.value or stale:
-                return self._result(row)
+                return result_from_row(row)
             updated = self._transition(
                 tx,
                 row,
@@ -865,7 +792,7 @@ class Ledger:
                 details={"reason": reason},
                 state=OperationState.RELEASED.value,
             )
-            return self._result(updated)
+            return result_from_row(updated)
 
         return self.store.write(body, label="release")
 
@@ -891,7 +818,7 @@ class Ledger:
                 or row["state"] != OperationState.IN_PROGRESS.value
             ):
                 return None
-            operation = self._operation(row)
+            operation = operation_from_row(row)
             return PreparedAttempt(
                 tenant_id=tenant_id,
                 operation_id=operation_id,
@@ -947,7 +874,7 @@ class Ledger:
             if observation.observation_id is not None and tx.one(
                 "event_by_observation", {**key, "observation_id": observation.observation_id}
             ):
-                return self._result(row)  # this very observation is already recorded
+                return result_from_row(row)  # this very observation is already recorded
             owns_state = (
                 row["active_attempt_id"] == prepared.attempt_id and row["state"] in _OWNING_STATES
             )
@@ -987,7 +914,7 @@ class Ledger:
                 **changes,
             )
             crash_point("inside_record")
-            return self._result(updated)
+            return result_from_row(updated)
 
         budget = self.settings.record_budget
         deadline = None if budget is None else time.monotonic() + budget.total_seconds()
@@ -1089,7 +1016,7 @@ class Ledger:
             attempt_id=attempt_id,
             details={"next_check_us": next_us},
         )
-        return self._attempt({**dict(attempt), "recover_after_us": next_us})
+        return attempt_from_row({**dict(attempt), "recover_after_us": next_us})
 
     def _spent(self, row: Row) -> bool:
         return (
@@ -1120,8 +1047,8 @@ class Ledger:
             if row is None:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             if row["state"] not in _RECOVERABLE_STATES:
-                return self._result(row)
-            return self._result(
+                return result_from_row(row)
+            return result_from_row(
                 self._escalate_row(tx, row, reason=reason, owner=owner, actor=actor)
             )
 
@@ -1186,7 +1113,7 @@ class Ledger:
                 state=OperationState.READY.value,
                 retries_authorized=used + 1,
             )
-            return self._result(updated)
+            return result_from_row(updated)
 
         return self.store.write(body, label="authorize_retry")
 
@@ -1233,15 +1160,6 @@ class Ledger:
             return written
 
         return event_from_row(self.store.write(body, label="correct_event"))
-
-
-def _command(row: Row) -> Command:
-    stored = json.loads(row["command_json"])
-    return Command(
-        action=stored["action"],
-        contract_version=stored["contract_version"],
-        arguments=stored["arguments"],
-    )
 
 
 def _micros(delta: timedelta) -> int:
