@@ -16,30 +16,25 @@ The proposal digest is ``digest("proposal", ...)`` (see :mod:`effectledger.canon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from effectledger.actions import Action, ActionRegistry
+from effectledger.actions import ActionRegistry
+from effectledger.admission import Admission, Denial, admit_proposal
 from effectledger.canonical import canonical_bytes, digest
 from effectledger.errors import (
     AdmissionDenied,
     ApprovalRefused,
+    ConcurrentModification,
     ConstraintViolation,
     InvalidInput,
     NotFound,
+    OperationIdTaken,
     TamperedProposal,
 )
-from effectledger.ledger import Ledger, new_id
-from effectledger.model import (
-    Command,
-    Context,
-    Operation,
-    to_micros,
-    validate_identifier,
-)
-from effectledger.policy import Tier
+from effectledger.ledger import Ledger, lock_scope, lock_trail, new_id, validate_operation_id
+from effectledger.model import Context, Operation, to_micros, validate_identifier
 from effectledger.proposals import (
     Approval,
     CapacityUsage,
@@ -49,19 +44,25 @@ from effectledger.proposals import (
     proposal_digest_body,
     proposal_from_row,
 )
-from effectledger.rows import operation_from_row
-from effectledger.store import Transaction
+from effectledger.store import Store, Transaction
 
-__all__ = ["Approval", "Authority", "CapacityUsage", "Correlation", "Proposal"]
+__all__ = ["Admission", "Approval", "Authority", "CapacityUsage", "Correlation", "Proposal"]
 
+T = TypeVar("T")
 _WRITE_ATTEMPTS = 3
+MAX_APPROVAL_LIFETIME = timedelta(days=366)
+MAX_REASON_LENGTH = 500
+MAX_UNITS = 2**53 - 1  # what every JSON reader holds exactly
+CAPACITY_ACTOR = "capacity-admin"
 
 
-@dataclass(slots=True)
-class _Denial:
-    reason: str
-    message: str
-    details: dict[str, Any] = field(default_factory=dict)
+def _text(value: object, field: str, limit: int) -> str:
+    """``value`` if it is printable text of 1-``limit`` characters that every store can hold."""
+    if not isinstance(value, str) or not 0 < len(value) <= limit or not value.strip():
+        raise InvalidInput(f"{field} must be text of 1-{limit} characters", field=field)
+    if "\x00" in value or any(0xD800 <= ord(char) <= 0xDFFF for char in value):
+        raise InvalidInput(f"{field} holds a NUL or a lone surrogate", field=field)
+    return value
 
 
 class Authority:
@@ -72,19 +73,20 @@ class Authority:
         self.registry = registry
 
     @property
-    def _store(self) -> Any:
+    def _store(self) -> Store:
         return self.ledger.store
 
     def _now(self) -> datetime:
         return self.ledger.clock.now()
 
-    def _write(self, body: Any, label: str) -> Any:
-        # A racing writer can take the same trail sequence or consume the same approval first;
-        # the constraint refuses the loser, and re-running the body re-decides on fresh rows.
+    def _write(self, body: Callable[[Transaction], T], label: str) -> T:
+        # Every body takes its locks first, so contention waits instead of failing; a racing
+        # writer that still wins (a serialization failure the store did not absorb, a moved
+        # version) is answered by re-running the body on fresh rows, never by leaking its text.
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
                 return self._store.write(body, label=label)
-            except ConstraintViolation:
+            except (ConstraintViolation, ConcurrentModification):
                 if attempt == _WRITE_ATTEMPTS:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
@@ -98,23 +100,31 @@ class Authority:
         arguments: Mapping[str, Any],
         *,
         operation_id: str | None = None,
-        correlation: Correlation | None = None,
+        correlation: Correlation | Mapping[str, str] | None = None,
     ) -> Proposal:
         """Record an immutable proposal of ``action_name`` with validated, normalized arguments.
 
         The proposer is the context's actor; the target, resource version, units, pool,
         destination, policy version and expiry come from the registered action, never from the
-        arguments. Writes the proposal and ``ProposalRecorded`` in one transaction.
+        arguments. ``operation_id`` (generated when omitted) must not name any other proposal,
+        operation or trail (:class:`OperationIdTaken`). Writes the proposal and
+        ``ProposalRecorded`` in one transaction.
         """
         action = self.registry.get(action_name)
         model = action.validate(arguments)
         normalized = model.model_dump(mode="json")
-        canonical_bytes(normalized)  # refuses floats, oversize, lone surrogates before writing
-        operation_id = validate_identifier(operation_id or f"op-{new_id()}", "operation_id")
+        arguments_bytes = canonical_bytes(normalized)  # refuses floats, oversize, surrogates
+        if operation_id is None:
+            operation_id = f"op-{new_id()}"
+        validate_operation_id(operation_id)
+        correlation_record = Correlation.coerce(correlation)
         target = action.target(model)
         units = action.units(model)
-        if not isinstance(units, int) or isinstance(units, bool) or units < 0:
-            raise InvalidInput(f"{action.name} computed an invalid number of units")
+        if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= MAX_UNITS:
+            raise InvalidInput(
+                f"{action.name} computed an invalid number of units (0-{MAX_UNITS})",
+                field="units",
+            )
         resource_version = action.resource_version(context, target)
         now = self._now()
         expires_us = to_micros(now + action.proposal_ttl)
@@ -138,19 +148,20 @@ class Authority:
         row = {
             **{k: v for k, v in body.items() if k not in {"arguments", "destination"}},
             "proposal_id": proposal_id,
-            "arguments_json": canonical_bytes(normalized).decode(),
+            "arguments_json": arguments_bytes.decode(),
             "destination_account": action.destination.account_id,
             "destination_endpoint": action.destination.endpoint,
-            "correlation_json": canonical_bytes((correlation or Correlation()).to_dict()).decode(),
+            "correlation_json": canonical_bytes(correlation_record.to_dict()).decode(),
             "digest": proposal_digest,
             "created_us": to_micros(now),
         }
+        key = {"tenant_id": context.tenant_id, "operation_id": operation_id}
 
-        def write(tx: Transaction) -> Proposal:
-            if tx.one("proposal_for_operation", self.ledger._key(context.tenant_id, operation_id)):
-                raise InvalidInput(
-                    f"operation id {operation_id} already has a proposal",
-                    operation_id=operation_id,
+        def write(tx: Transaction) -> None:
+            lock_trail(tx, context.tenant_id, operation_id)
+            if tx.one("proposal_for_operation", key) or tx.one("event_head", key):
+                raise OperationIdTaken(
+                    f"operation id {operation_id} is already taken", operation_id=operation_id
                 )
             tx.run("proposal_insert", row)
             self.ledger.append_event(
@@ -162,14 +173,9 @@ class Authority:
                 evidence_reference=f"proposal/{proposal_id}",
                 details={"proposal_id": proposal_id, "digest": proposal_digest, "units": units},
             )
-            stored = tx.one(
-                "proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
-            )
-            assert stored is not None
-            return proposal_from_row(stored)
 
-        result: Proposal = self._write(write, "propose")
-        return result
+        self._write(write, "propose")
+        return proposal_from_row(row)
 
     def get_proposal(self, context: Context, proposal_id: str) -> Proposal:
         """The tenant's proposal, its digest recomputed (:class:`TamperedProposal` if edited)."""
@@ -181,18 +187,9 @@ class Authority:
             raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
         return proposal_from_row(row)
 
-    def get_approval(self, context: Context, approval_id: str) -> Approval:
-        """The tenant's approval or denial record."""
-        validate_identifier(approval_id, "approval_id")
-        row = self._store.one(
-            "approval_get", {"tenant_id": context.tenant_id, "approval_id": approval_id}
-        )
-        if row is None:
-            raise NotFound(f"no approval {approval_id}", approval_id=approval_id)
-        return approval_from_row(row)
-
     def approval_consumed_by(self, context: Context, approval_id: str) -> str | None:
         """The operation that consumed the approval, or ``None`` while it is unspent."""
+        validate_identifier(approval_id, "approval_id")
         row = self._store.one(
             "consumption_get", {"tenant_id": context.tenant_id, "approval_id": approval_id}
         )
@@ -212,14 +209,27 @@ class Authority:
 
         ``digest`` is the one the approver was shown: if the stored proposal has another, the
         approval is refused (``digest_mismatch``). The approver comes from the trusted context;
-        policy decides whether they may approve (``self_approval``, ``not_an_approver``).
+        policy decides whether they may approve (``self_approval``, ``not_an_approver``). A
+        proposal that was denied is closed (``proposal_denied``). ``expires_in`` is a positive
+        duration of at most a year.
         """
+        if (
+            not isinstance(expires_in, timedelta)
+            or expires_in <= timedelta(0)
+            or expires_in > MAX_APPROVAL_LIFETIME
+        ):
+            raise InvalidInput(
+                "expires_in must be a positive timedelta of at most 366 days", field="expires_in"
+            )
         return self._decide(approver, proposal_id, digest, expires_in, granted=True, reason=None)
 
     def deny(self, approver: Context, proposal_id: str, *, digest: str, reason: str) -> Approval:
-        """Record ``approver``'s denial of the proposal (a denial is evidence too)."""
-        if not isinstance(reason, str) or not 0 < len(reason) <= 500:
-            raise InvalidInput("a denial needs a reason of 1-500 characters")
+        """Record ``approver``'s denial: it closes the proposal for good (a decision is final).
+
+        After a denial no approval, earlier or later, can admit the proposal. A proposal already
+        admitted can no longer be denied (``already_admitted``): its effect may be under way.
+        """
+        _text(reason, "reason", MAX_REASON_LENGTH)
         return self._decide(
             approver, proposal_id, digest, timedelta(0), granted=False, reason=reason
         )
@@ -234,6 +244,8 @@ class Authority:
         granted: bool,
         reason: str | None,
     ) -> Approval:
+        if not isinstance(shown_digest, str):
+            raise InvalidInput("digest must be the proposal digest the approver was shown")
         proposal = self.get_proposal(approver, proposal_id)
         action = self.registry.get(proposal.action)
         now = self._now()
@@ -262,9 +274,25 @@ class Authority:
             "decided_us": to_micros(now),
             "expires_us": to_micros(now + expires_in),
         }
+        key = {"tenant_id": approver.tenant_id, "operation_id": proposal.operation_id}
 
-        def write(tx: Transaction) -> Approval:
-            tx.run("approval_insert", row)
+        def write(tx: Transaction) -> None:
+            lock_trail(tx, approver.tenant_id, proposal.operation_id)
+            if tx.one(
+                "proposal_denial", {"tenant_id": approver.tenant_id, "proposal_id": proposal_id}
+            ):
+                raise ApprovalRefused(
+                    "this proposal was denied: a denial is final",
+                    reason="proposal_denied",
+                    proposal_id=proposal_id,
+                )
+            if not granted and tx.one("operation_get", key):
+                raise ApprovalRefused(
+                    "this proposal was already admitted; its effect may be under way",
+                    reason="already_admitted",
+                    proposal_id=proposal_id,
+                )
+            # The event first: the database refuses a decision without the event recording it.
             self.ledger.append_event(
                 tx,
                 tenant_id=approver.tenant_id,
@@ -274,14 +302,10 @@ class Authority:
                 evidence_reference=f"approval/{approval_id}",
                 details={"approval_id": approval_id, "digest": proposal.digest},
             )
-            stored = tx.one(
-                "approval_get", {"tenant_id": approver.tenant_id, "approval_id": approval_id}
-            )
-            assert stored is not None
-            return approval_from_row(stored)
+            tx.run("approval_insert", row)
 
-        result: Approval = self._write(write, "approve" if granted else "deny")
-        return result
+        self._write(write, "approve" if granted else "deny")
+        return approval_from_row(row)
 
     # -- admission -----------------------------------------------------------------------
 
@@ -295,11 +319,28 @@ class Authority:
     ) -> Operation:
         """Admit the proposal as an operation, spending its authority, in one transaction.
 
+        See :meth:`admit_or_replay`; this returns the operation alone.
+        """
+        return self.admit_or_replay(
+            context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
+        ).operation
+
+    def admit_or_replay(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        approval_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> Admission:
+        """Admit the proposal, or find the operation an earlier identical call admitted.
+
         ``tenant_id`` is the tenant the request was addressed to (a URL, a tool binding); it
         must be the authenticated context's. The exact replay of an admission returns the
-        existing operation without spending anything; every denial raises
+        existing operation with ``replayed=True`` without spending anything; every denial raises
         :class:`AdmissionDenied` with a stable reason, leaves no operation and no consumption,
-        and is recorded as an ``AdmissionDenied`` event on the proposal's trail.
+        and is recorded as an ``AdmissionDenied`` event on the proposal's trail in the same
+        transaction. Concurrent calls for one proposal serialize on its trail.
         """
         if tenant_id is not None and tenant_id != context.tenant_id:
             raise AdmissionDenied(
@@ -316,10 +357,16 @@ class Authority:
         try:
             proposal = proposal_from_row(row)
         except TamperedProposal as exc:
-            self._record_denial(
-                context,
-                row["operation_id"],
-                _Denial("digest_mismatch", "the stored proposal was edited", {"tampered": True}),
+            self._write(
+                lambda tx: self.ledger.append_event(
+                    tx,
+                    tenant_id=context.tenant_id,
+                    operation_id=row["operation_id"],
+                    actor=context.actor_id,
+                    event_type="AdmissionDenied",
+                    details={"reason": "digest_mismatch"},
+                ),
+                "admission_denied",
             )
             raise AdmissionDenied(
                 "the stored proposal no longer matches its digest",
@@ -329,203 +376,22 @@ class Authority:
         action = self.registry.get(proposal.action)
         # Application callback: read before the transaction, compared inside it.
         current_version = action.resource_version(context, proposal.target)
-        outcome: Operation | _Denial = self._write(
-            lambda tx: self._admit(tx, context, proposal, action, approval_id, current_version),
+        outcome = self._write(
+            lambda tx: admit_proposal(
+                tx,
+                self.ledger,
+                context,
+                proposal,
+                action,
+                approval_id,
+                current_version,
+                self._now(),
+            ),
             "admit",
         )
-        if isinstance(outcome, _Denial):
-            self._record_denial(context, proposal.operation_id, outcome)
+        if isinstance(outcome, Denial):
             raise AdmissionDenied(outcome.message, reason=outcome.reason, **outcome.details)
         return outcome
-
-    def _record_denial(self, context: Context, operation_id: str, denial: _Denial) -> None:
-        self._write(
-            lambda tx: self.ledger.append_event(
-                tx,
-                tenant_id=context.tenant_id,
-                operation_id=operation_id,
-                actor=context.actor_id,
-                event_type="AdmissionDenied",
-                details={"reason": denial.reason},
-            ),
-            "admission_denied",
-        )
-
-    def _admit(
-        self,
-        tx: Transaction,
-        context: Context,
-        proposal: Proposal,
-        action: Action,
-        approval_id: str | None,
-        current_version: str,
-    ) -> Operation | _Denial:
-        tenant = context.tenant_id
-        now = self._now()
-        if context.actor_id != proposal.proposer_id:
-            return _Denial("actor_mismatch", "only the proposer's own context may admit it")
-        existing = tx.one("operation_get", self.ledger._key(tenant, proposal.operation_id))
-        if existing is not None:
-            same = existing["proposal_id"] == proposal.proposal_id and (
-                approval_id is None or existing["approval_id"] == approval_id
-            )
-            if same:
-                return operation_from_row(existing)  # the exact replay: nothing is spent
-            return _Denial("approval_consumed", "this proposal was admitted with other authority")
-        if now >= proposal.expires_at:
-            return _Denial("expired", "the proposal has expired")
-        if current_version != proposal.resource_version:
-            return _Denial(
-                "stale_resource_version",
-                "the target changed since the proposal was made",
-                {"proposed": proposal.resource_version, "current": current_version},
-            )
-        decision = action.policy.decide(context, proposal, now)
-        if not decision.allowed or decision.tier is None:
-            return _Denial(
-                "policy_denied",
-                "policy does not allow this effect",
-                {"policy_reason": decision.reason or "denied"},
-            )
-        approval: Approval | None = None
-        if decision.tier is Tier.APPROVAL_REQUIRED or approval_id is not None:
-            found = self._check_approval(tx, tenant, proposal, approval_id, now)
-            if isinstance(found, _Denial):
-                return found
-            approval = found
-        elif decision.tier is Tier.PREAUTHORIZED:
-            spent = self._check_budget(tx, tenant, proposal, action, now)
-            if spent is not None:
-                return spent
-        denial = self._check_capacity(tx, tenant, proposal)
-        if denial is not None:
-            return denial
-        if approval is None and decision.tier is Tier.PREAUTHORIZED:
-            approval = self._preauthorize(tx, context, proposal, decision.policy_version, now)
-        if approval is not None:
-            reference = f"approval/{approval.approval_id}"
-        else:
-            reference = f"policy/{decision.policy_version}/{decision.tier.value}"
-        draft = self.ledger.draft_operation(
-            context,
-            operation_id=proposal.operation_id,
-            revision=proposal.proposal_id,
-            command=Command(
-                action=proposal.action,
-                contract_version=proposal.contract_version,
-                arguments=proposal.arguments,
-            ),
-            destination=proposal.destination,
-            admission_reference=reference,
-            proposal_id=proposal.proposal_id,
-            approval_id=None if approval is None else approval.approval_id,
-            pool=proposal.pool,
-            units=proposal.units,
-        )
-        operation = self.ledger.insert_operation(tx, draft)
-        if approval is not None:
-            tx.run(
-                "consumption_insert",
-                {
-                    "tenant_id": tenant,
-                    "approval_id": approval.approval_id,
-                    "operation_id": proposal.operation_id,
-                    "now_us": to_micros(now),
-                },
-            )
-        return operation
-
-    def _check_approval(
-        self,
-        tx: Transaction,
-        tenant: str,
-        proposal: Proposal,
-        approval_id: str | None,
-        now: datetime,
-    ) -> Approval | _Denial:
-        if approval_id is None:
-            return _Denial("approval_missing", "this effect needs an approval of its digest")
-        row = tx.one("approval_get", {"tenant_id": tenant, "approval_id": approval_id})
-        if row is None:
-            return _Denial("approval_missing", "no such approval for this tenant")
-        if tx.one("consumption_get", {"tenant_id": tenant, "approval_id": approval_id}):
-            return _Denial("approval_consumed", "the approval was already used")
-        approval = approval_from_row(row)
-        if approval.proposal_id != proposal.proposal_id or approval.digest != proposal.digest:
-            return _Denial("digest_mismatch", "the approval covers another proposal")
-        if not approval.granted:
-            return _Denial("approval_denied", "the approver denied this proposal")
-        if now >= approval.expires_at:
-            return _Denial("expired", "the approval has expired")
-        return approval
-
-    def _check_budget(
-        self, tx: Transaction, tenant: str, proposal: Proposal, action: Action, now: datetime
-    ) -> _Denial | None:
-        budget = action.policy.budget()
-        if budget is None:
-            return None
-        units, period = budget
-        row = tx.one(
-            "preauthorized_units_since",
-            {"tenant_id": tenant, "action": action.name, "since_us": to_micros(now - period)},
-        )
-        spent = 0 if row is None else int(row["units"])
-        if spent + proposal.units > units:
-            return _Denial(
-                "policy_denied",
-                "the pre-authorized budget for this period is spent",
-                {"policy_reason": "preauthorization_budget_exhausted", "spent": spent},
-            )
-        return None
-
-    def _check_capacity(self, tx: Transaction, tenant: str, proposal: Proposal) -> _Denial | None:
-        key = {"tenant_id": tenant, "pool": proposal.pool}
-        limit = tx.one("capacity_limit_lock", key)
-        if limit is None:
-            return None
-        usage = tx.one("capacity_usage", key)
-        used = 0 if usage is None else int(usage["held"]) + int(usage["committed"])
-        if used + proposal.units > int(limit["limit_units"]):
-            return _Denial(
-                "capacity_exceeded",
-                f"pool {proposal.pool} has {int(limit['limit_units']) - used} units left",
-                {"pool": proposal.pool},
-            )
-        return None
-
-    def _preauthorize(
-        self, tx: Transaction, context: Context, proposal: Proposal, version: str, now: datetime
-    ) -> Approval:
-        approval_id = f"preauth-{new_id()}"
-        tx.run(
-            "approval_insert",
-            {
-                "tenant_id": context.tenant_id,
-                "approval_id": approval_id,
-                "proposal_id": proposal.proposal_id,
-                "digest": proposal.digest,
-                "decision": "granted",
-                "kind": "preauthorization",
-                "approver_id": f"policy:{version}",
-                "policy_version": version,
-                "reason": None,
-                "decided_us": to_micros(now),
-                "expires_us": to_micros(proposal.expires_at),
-            },
-        )
-        self.ledger.append_event(
-            tx,
-            tenant_id=context.tenant_id,
-            operation_id=proposal.operation_id,
-            actor=f"policy:{version}",
-            event_type="PreauthorizationApplied",
-            evidence_reference=f"approval/{approval_id}",
-            details={"approval_id": approval_id, "digest": proposal.digest},
-        )
-        row = tx.one("approval_get", {"tenant_id": context.tenant_id, "approval_id": approval_id})
-        assert row is not None
-        return approval_from_row(row)
 
     # -- dispatch-time recheck and capacity ----------------------------------------------
 
@@ -558,23 +424,48 @@ class Authority:
             return "policy_denied"
         return None
 
-    def set_capacity_limit(self, tenant_id: str, pool: str, units: int) -> None:
-        """Set the most units a tenant's pool may hold and commit together (trusted admin)."""
+    def set_capacity_limit(
+        self, tenant_id: str, pool: str, units: int, *, actor: str = CAPACITY_ACTOR
+    ) -> None:
+        """Set the most units a tenant's pool may hold and commit together (trusted admin).
+
+        The change is recorded as a ``CapacityLimitSet`` event on the pool's own trail
+        (operation id ``pool:<pool>``), in the same transaction, naming ``actor``.
+        """
         validate_identifier(tenant_id, "tenant_id")
         validate_identifier(pool, "pool")
-        if not isinstance(units, int) or units < 0:
-            raise InvalidInput("a capacity limit is a non-negative integer")
+        validate_identifier(actor, "actor")
+        if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= MAX_UNITS:
+            raise InvalidInput(
+                f"a capacity limit is an integer from 0 to {MAX_UNITS}", field="units"
+            )
         now_us = to_micros(self._now())
-        self._store.write(
-            lambda tx: tx.run(
+
+        def write(tx: Transaction) -> None:
+            lock_scope(tx, tenant_id, f"pool:{pool}")
+            previous = tx.one("capacity_limit_get", {"tenant_id": tenant_id, "pool": pool})
+            tx.run(
                 "capacity_limit_set",
                 {"tenant_id": tenant_id, "pool": pool, "limit_units": units, "now_us": now_us},
-            ),
-            label="capacity_limit",
-        )
+            )
+            self.ledger.append_event(
+                tx,
+                tenant_id=tenant_id,
+                operation_id=capacity_trail(pool),
+                actor=actor,
+                event_type="CapacityLimitSet",
+                details={
+                    "pool": pool,
+                    "limit_units": units,
+                    "previous_units": None if previous is None else int(previous["limit_units"]),
+                },
+            )
+
+        self._write(write, "capacity_limit")
 
     def capacity(self, context: Context, pool: str) -> CapacityUsage:
         """Held, committed and freed units of the tenant's pool, and its limit."""
+        validate_identifier(pool, "pool")
         key = {"tenant_id": context.tenant_id, "pool": pool}
 
         def read(tx: Transaction) -> CapacityUsage:
@@ -588,5 +479,9 @@ class Authority:
                 limit=None if limit is None else int(limit["limit_units"]),
             )
 
-        result: CapacityUsage = self._store.read(read)
-        return result
+        return self._store.read(read)
+
+
+def capacity_trail(pool: str) -> str:
+    """The id under which a pool's limit changes are chained (never an operation's id)."""
+    return f"pool:{pool}"

@@ -19,10 +19,12 @@ them.
     ├── Conflict                          conflict (409)
     │   ├── AdmissionConflict             admission_conflict (409)
     │   ├── ConcurrentModification        concurrent_modification (409)
+    │   ├── OperationIdTaken              operation_id_taken (409)
     │   └── InvalidTransition             invalid_transition (409)
     ├── IntegrityError                    integrity (500)
     │   ├── TamperedCommand               tampered_command (500)
     │   ├── TamperedProposal              tampered_proposal (500)
+    │   ├── TamperedOperation             tampered_operation (500)
     │   ├── MissingAdmission              missing_admission (500)
     │   ├── ChainBreak                    audit_chain_broken (500)
     │   └── AuditVerificationFailed       audit_verification_failed (500)
@@ -67,9 +69,11 @@ __all__ = [
     "MissingAdmission",
     "NotFound",
     "NotPermitted",
+    "OperationIdTaken",
     "StorageBusy",
     "StorageError",
     "TamperedCommand",
+    "TamperedOperation",
     "TamperedProposal",
     "ToolArgumentsRejected",
 ]
@@ -178,6 +182,12 @@ class ConcurrentModification(Conflict):
     code = "concurrent_modification"
 
 
+class OperationIdTaken(Conflict):
+    """The operation id already names another proposal, operation or trail; nothing was written."""
+
+    code = "operation_id_taken"
+
+
 class InvalidTransition(Conflict):
     """The operation is not in a state that allows this step."""
 
@@ -201,6 +211,16 @@ class TamperedProposal(IntegrityError):
     """A stored proposal no longer matches its digest: it was edited outside the ledger."""
 
     code = "tampered_proposal"
+
+
+class TamperedOperation(IntegrityError):
+    """An operation's row disagrees with its hash-chained trail or its authority: not dispatched.
+
+    ``details["reason"]``: ``chain_broken``, ``state_not_in_trail``, ``command_not_admitted``,
+    ``command_not_proposed``, ``approval_not_in_trail`` or ``proposal_denied``.
+    """
+
+    code = "tampered_operation"
 
 
 class ChainBreak(IntegrityError):

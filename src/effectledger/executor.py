@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
@@ -30,13 +31,30 @@ from effectledger.model import (
     PreparedAttempt,
 )
 
-__all__ = ["DispatchGuard", "Executor"]
+__all__ = ["PERFORMED", "RELEASED", "REPLAYED", "DispatchGuard", "ExecutionStep", "Executor"]
 
 log = logging.getLogger(__name__)
 
 
 DispatchGuard = Callable[[Context, Operation], "str | None"]
 """A dispatch-time recheck: returns a reason code to release the operation, or ``None``."""
+
+PERFORMED = "performed"
+RELEASED = "released"
+REPLAYED = "replayed"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionStep:
+    """What one :meth:`Executor.execute_step` call did, and the state it leaves recorded.
+
+    ``taken`` is ``performed`` (this call's claim was submitted), ``released`` (this call
+    released the operation at its dispatch-time recheck) or ``replayed`` (this call changed
+    nothing; ``result`` is the recorded state).
+    """
+
+    result: DispatchResult
+    taken: str
 
 
 class Executor:
@@ -62,6 +80,15 @@ class Executor:
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
         """Perform the operation once, or report what was already recorded for it."""
+        return self.execute_step(context, operation_id).result
+
+    def execute_step(self, context: Context, operation_id: str) -> ExecutionStep:
+        """:meth:`execute`, also saying what this call did: performed, released or nothing.
+
+        ``taken`` is ``performed`` only when this call's own claim was submitted, ``released``
+        only when this call released the operation, and ``replayed`` otherwise (another call
+        claimed it, or it was not READY): the result then reports the recorded state.
+        """
         if self.guard is not None:
             return self._execute_rechecked(context, operation_id, self.guard)
         claimed: PreparedAttempt | DispatchResult | None
@@ -77,22 +104,23 @@ class Executor:
                 raise
             claimed = self._confirm(uncertain, context.tenant_id, operation_id, attempt_id)
         if isinstance(claimed, DispatchResult):
-            return claimed
+            return ExecutionStep(result=claimed, taken=REPLAYED)
         return self._performed(context, operation_id, claimed)
 
     def _execute_rechecked(
         self, context: Context, operation_id: str, guard: DispatchGuard
-    ) -> DispatchResult:
+    ) -> ExecutionStep:
         """:meth:`execute` with the dispatch-time recheck between the status read and the claim."""
         status = self.ledger.status(context, operation_id)
         if status.state is not OperationState.READY:
-            return status
+            return ExecutionStep(result=status, taken=REPLAYED)
         operation = self.ledger.get(context, operation_id)
         reason = guard(context, operation)
         if reason is not None:
-            return self.ledger.release(
+            released, mine = self.ledger.release(
                 context, operation_id, reason=reason, expected_version=operation.version
             )
+            return ExecutionStep(result=released, taken=RELEASED if mine else REPLAYED)
         attempt_id = new_id()
         try:
             prepared = self.ledger.claim(
@@ -109,10 +137,10 @@ class Executor:
 
     def _performed(
         self, context: Context, operation_id: str, prepared: PreparedAttempt | None
-    ) -> DispatchResult:
+    ) -> ExecutionStep:
         if prepared is None:  # another worker claimed it first, or the claim did not commit
-            return self.ledger.status(context, operation_id)
-        return self._perform(prepared)
+            return ExecutionStep(result=self.ledger.status(context, operation_id), taken=REPLAYED)
+        return ExecutionStep(result=self._perform(prepared), taken=PERFORMED)
 
     def _binding(self) -> DestinationRef:
         """The account and endpoint this executor's destination adapter is bound to."""

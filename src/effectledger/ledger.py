@@ -21,6 +21,7 @@ from effectledger.audit.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.audit.record import event_from_row
 from effectledger.canonical import canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
+from effectledger.dispatch_checks import authorized_command, check_dispatchable
 from effectledger.errors import (
     AdmissionConflict,
     CommitUncertain,
@@ -33,6 +34,7 @@ from effectledger.errors import (
     MissingAdmission,
     NotFound,
     NotPermitted,
+    OperationIdTaken,
     TamperedCommand,
 )
 from effectledger.model import (
@@ -52,7 +54,6 @@ from effectledger.model import (
 )
 from effectledger.rows import (
     attempt_from_row,
-    command_from_row,
     operation_from_row,
     result_from_row,
 )
@@ -65,7 +66,10 @@ __all__ = [
     "DueWork",
     "Ledger",
     "LedgerSettings",
+    "lock_scope",
+    "lock_trail",
     "new_id",
+    "validate_operation_id",
 ]
 
 AUDITOR_ROLE = "auditor"
@@ -76,6 +80,7 @@ RECOVERY_WORKER = "recovery-worker"
 MAX_REFERENCE_LENGTH = 512
 _RECORD_ATTEMPTS = 3
 _CLAIM_PASSES = 8  # READY rows failing their integrity check that one pool claim passes over
+_TRAIL_PASSES = 16  # audit-only events one transition lets pass before it gives up
 _OWNING_STATES = (
     OperationState.IN_PROGRESS.value,
     OperationState.OUTCOME_UNKNOWN.value,
@@ -88,6 +93,41 @@ _STATE_BY_OUTCOME = {
     Outcome.RETRYABLE_REJECTION: OperationState.RETRY_PENDING,
     Outcome.UNKNOWN: OperationState.OUTCOME_UNKNOWN,
 }
+
+
+def _key(tenant_id: str, operation_id: str) -> dict[str, Any]:
+    return {"tenant_id": tenant_id, "operation_id": operation_id}
+
+
+def lock_scope(tx: Transaction, tenant_id: str, scope: str) -> None:
+    """Hold ``scope`` of ``tenant_id`` until ``tx`` ends (one writer at a time reads-then-writes).
+
+    Scopes: ``operation:<id>`` (an operation's trail, before and after admission),
+    ``budget:<action>`` (a pre-authorization budget), ``pool:<pool>`` (a capacity pool). A
+    transaction takes them in that order, so two transactions never wait for each other in a
+    cycle. SQLite's ``BEGIN IMMEDIATE`` already serializes every writer.
+    """
+    tx.run("advisory_lock", {"tenant_id": tenant_id, "scope": scope})
+
+
+def lock_trail(tx: Transaction, tenant_id: str, operation_id: str) -> None:
+    """Hold the trail of ``operation_id`` until ``tx`` ends (see :func:`lock_scope`)."""
+    lock_scope(tx, tenant_id, f"operation:{operation_id}")
+
+
+RESERVED_PREFIXES = ("pool:",)
+"""Operation ids the ledger keeps for trails of its own (a pool's limit changes)."""
+
+
+def validate_operation_id(value: object) -> str:
+    """``value`` if it is a well-formed operation id outside the reserved prefixes."""
+    operation_id = validate_identifier(value, "operation_id")
+    if operation_id.startswith(RESERVED_PREFIXES):
+        raise InvalidInput(
+            f"operation ids starting with {', '.join(RESERVED_PREFIXES)} are reserved",
+            field="operation_id",
+        )
+    return operation_id
 
 
 def new_id() -> str:
@@ -169,10 +209,6 @@ class Ledger:
     def _now_us(self) -> int:
         return to_micros(self.clock.now())
 
-    @staticmethod
-    def _key(tenant_id: str, operation_id: str) -> dict[str, Any]:
-        return {"tenant_id": tenant_id, "operation_id": operation_id}
-
     def _event(
         self,
         tx: Transaction,
@@ -224,23 +260,15 @@ class Ledger:
         observation_id: str | None = None,
         **changes: Any,
     ) -> dict[str, Any]:
-        """Apply ``changes`` to the operation under its version and append one event."""
-        version = int(row["version"])
-        event = self._event(
-            tx,
-            tenant_id=row["tenant_id"],
-            operation_id=row["operation_id"],
-            sequence=version + 1,
-            prev_hash=row["last_event_hash"],
-            actor=actor,
-            event_type=event_type,
-            now_us=now_us,
-            attempt_id=attempt_id,
-            evidence_reference=evidence_reference,
-            details=details,
-            observation_id=observation_id,
-            insert=False,
-        )
+        """Apply ``changes`` to the operation under its version and append one event.
+
+        The update is guarded by the operation's ``version`` (its concurrency token, which moves
+        only when ``changes`` change something) and by its ``event_sequence`` (the head of its
+        trail). When only audit-only events were appended since ``row`` was read, the decision
+        taken on ``row`` still holds: the row is re-read in this transaction and the event is
+        chained after the new head. When the version moved, :class:`ConcurrentModification` is
+        raised and the transaction must roll back.
+        """
         fields = {
             "state": row["state"],
             "active_attempt_id": row["active_attempt_id"],
@@ -253,24 +281,55 @@ class Ledger:
         if not changes.keys() <= fields.keys():  # pragma: no cover - a programming error
             raise TypeError(f"unknown operation fields {sorted(changes.keys() - fields.keys())}")
         fields.update(changes)
-        params = {
-            **fields,
-            "tenant_id": row["tenant_id"],
-            "operation_id": row["operation_id"],
-            "version": version,
-            "new_version": version + 1,
-            "event_hash": event["event_hash"],
-            "now_us": now_us,
-        }
-        if tx.run("operation_update", params) != 1:
+        version = int(row["version"])
+        new_version = version + 1 if changes else version
+        for _ in range(_TRAIL_PASSES):
+            sequence = int(row["event_sequence"])
+            event = self._event(
+                tx,
+                tenant_id=row["tenant_id"],
+                operation_id=row["operation_id"],
+                sequence=sequence + 1,
+                prev_hash=row["last_event_hash"],
+                actor=actor,
+                event_type=event_type,
+                now_us=now_us,
+                attempt_id=attempt_id,
+                evidence_reference=evidence_reference,
+                details=details,
+                observation_id=observation_id,
+                insert=False,
+            )
+            params = {
+                **fields,
+                "tenant_id": row["tenant_id"],
+                "operation_id": row["operation_id"],
+                "version": version,
+                "new_version": new_version,
+                "sequence": sequence,
+                "new_sequence": sequence + 1,
+                "event_hash": event["event_hash"],
+                "now_us": now_us,
+            }
+            if tx.run("operation_update", params) == 1:
+                break
+            fresh = tx.one("operation_get", _key(row["tenant_id"], row["operation_id"]))
+            if fresh is None or int(fresh["version"]) != version:
+                raise ConcurrentModification(
+                    "the operation changed while this step ran; reload it",
+                    operation_id=row["operation_id"],
+                )
+            row = fresh  # only its trail grew: chain this event after the new head
+        else:
             raise ConcurrentModification(
-                "the operation changed while this step ran; reload it",
+                "the operation's trail kept growing while this step ran; try again",
                 operation_id=row["operation_id"],
             )
         tx.run("event_insert", event)
         updated = dict(row)
         updated.update(fields)
-        updated["version"] = version + 1
+        updated["version"] = new_version
+        updated["event_sequence"] = sequence + 1
         updated["last_event_hash"] = event["event_hash"]
         return updated
 
@@ -303,7 +362,17 @@ class Ledger:
             destination=destination,
             admission_reference=admission_reference,
         )
-        operation = self.store.write(lambda tx: self.insert_operation(tx, draft), label="admit")
+
+        def body(tx: Transaction) -> Operation:
+            lock_trail(tx, context.tenant_id, operation_id)
+            if tx.one("proposal_for_operation", _key(context.tenant_id, operation_id)):
+                raise OperationIdTaken(
+                    f"operation id {operation_id} belongs to a proposal; admit that proposal",
+                    operation_id=operation_id,
+                )
+            return self.insert_operation(tx, draft)
+
+        operation = self.store.write(body, label="admit")
         crash_point("after_admit")
         return operation
 
@@ -322,7 +391,7 @@ class Ledger:
         units: int = 0,
     ) -> dict[str, Any]:
         """Validate an admission and return the row to insert (no database access)."""
-        validate_identifier(operation_id, "operation_id")
+        validate_operation_id(operation_id)
         validate_identifier(revision, "revision")
         validate_identifier(command.action, "action")
         validate_identifier(command.contract_version, "contract_version")
@@ -359,11 +428,12 @@ class Ledger:
     def insert_operation(self, tx: Transaction, draft: Mapping[str, Any]) -> Operation:
         """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
 
-        The operation's trail continues any events already written under its id (its proposal
-        and approval). An existing operation with the same requester, revision, fingerprint and
-        destination is returned as it is; any other raises :class:`AdmissionConflict`.
+        The caller holds the operation's trail (:func:`lock_trail`). The operation's trail
+        continues any events already written under its id (its proposal and approval). An
+        existing operation with the same requester, revision, fingerprint and destination is
+        returned as it is; any other raises :class:`AdmissionConflict`.
         """
-        key = self._key(draft["tenant_id"], draft["operation_id"])
+        key = _key(draft["tenant_id"], draft["operation_id"])
         compared = (
             "requester_id",
             "revision",
@@ -406,7 +476,7 @@ class Ledger:
             {
                 **draft,
                 "idempotency_key": f"el-{new_id()}",
-                "version": sequence,
+                "event_sequence": sequence,
                 "now_us": now_us,
                 "event_hash": event["event_hash"],
             },
@@ -432,11 +502,14 @@ class Ledger:
     ) -> dict[str, Any]:
         """Append one event to the trail of ``operation_id`` without changing any state.
 
-        Used for what happens around admission (proposal, approval, a denied admission). If the
-        operation exists the event goes through its version-guarded update, so the trail and the
-        row stay in step; otherwise it continues the trail written so far under the id.
+        Used for what happens around admission (proposal, approval, a denied admission). The
+        trail is held first (:func:`lock_trail`), so concurrent appends chain one after another.
+        If the operation exists the event goes through its guarded update without moving its
+        version, so the trail and the row stay in step; otherwise it continues the trail written
+        so far under the id.
         """
-        key = self._key(tenant_id, operation_id)
+        key = _key(tenant_id, operation_id)
+        lock_trail(tx, tenant_id, operation_id)
         row = tx.one("operation_get", key)
         if row is not None:
             return self._transition(
@@ -466,7 +539,7 @@ class Ledger:
     def get(self, context: Context, operation_id: str) -> Operation:
         """The operation as stored, if it belongs to the context's tenant."""
         validate_identifier(operation_id, "operation_id")
-        row = self.store.one("operation_get", self._key(context.tenant_id, operation_id))
+        row = self.store.one("operation_get", _key(context.tenant_id, operation_id))
         if row is None:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
         return operation_from_row(row)
@@ -476,7 +549,7 @@ class Ledger:
 
         A foreign tenant or another requester is told ``not_found``, never the state.
         """
-        row = self.store.one("operation_status", self._key(context.tenant_id, operation_id))
+        row = self.store.one("operation_status", _key(context.tenant_id, operation_id))
         if row is None or row["requester_id"] != context.actor_id:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
         return DispatchResult(
@@ -485,6 +558,28 @@ class Ledger:
             provider_reference=row["provider_reference"],
             attempt_id=row["active_attempt_id"],
         )
+
+    def recorded_for_proposal(
+        self, context: Context, proposal_id: str, approval_id: str | None
+    ) -> DispatchResult | None:
+        """The recorded state of an exact replay of a finished ``perform``, or ``None``.
+
+        One plain read: the operation admitted for ``proposal_id`` if it exists, belongs to the
+        context's actor, was admitted with ``approval_id`` (when one is named) and is past READY.
+        Anything else (not admitted, READY, another actor, another approval) returns ``None``
+        and the caller takes the full path, which decides it.
+        """
+        row = self.store.one(
+            "proposal_replay", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
+        )
+        if (
+            row is None
+            or row["requester_id"] != context.actor_id
+            or row["state"] == OperationState.READY.value
+            or (approval_id is not None and row["approval_id"] != approval_id)
+        ):
+            return None
+        return result_from_row(row)
 
     def list_operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
         """The tenant's most recent operations, newest first."""
@@ -497,7 +592,7 @@ class Ledger:
         """Every attempt of one of the tenant's operations, oldest first."""
         self.get(context, operation_id)
         rows = self.store.read(
-            lambda tx: tx.all("attempts_for_operation", self._key(context.tenant_id, operation_id))
+            lambda tx: tx.all("attempts_for_operation", _key(context.tenant_id, operation_id))
         )
         return [attempt_from_row(row) for row in rows]
 
@@ -508,7 +603,7 @@ class Ledger:
         """
         validate_identifier(operation_id, "operation_id")
         rows = self.store.read(
-            lambda tx: tx.all("events_for_operation", self._key(context.tenant_id, operation_id))
+            lambda tx: tx.all("events_for_operation", _key(context.tenant_id, operation_id))
         )
         if not rows:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
@@ -538,7 +633,7 @@ class Ledger:
         """
         validate_identifier(operation_id, "operation_id")
         validate_identifier(attempt_id, "attempt_id")
-        key = self._key(context.tenant_id, operation_id)
+        key = _key(context.tenant_id, operation_id)
 
         def body(tx: Transaction) -> PreparedAttempt | None:
             row = tx.one("operation_lock", key)
@@ -576,7 +671,7 @@ class Ledger:
         then is returned. A :class:`CommitUncertain` names the attempt id, so the caller can
         check the claim with :meth:`committed_claim`.
         """
-        row = self.store.one("operation_dispatch", self._key(context.tenant_id, operation_id))
+        row = self.store.one("operation_dispatch", _key(context.tenant_id, operation_id))
         if row is None or row["requester_id"] != context.actor_id:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
         if row["state"] != OperationState.READY.value:
@@ -725,11 +820,12 @@ class Ledger:
                 "the destination adapter is not bound to the operation's account and endpoint",
                 operation_id=operation_id,
             )
+        approved_digest = check_dispatchable(tx, row)
         now_us = self._now_us()
         tx.run(
             "attempt_insert",
             {
-                **self._key(row["tenant_id"], operation_id),
+                **_key(row["tenant_id"], operation_id),
                 "attempt_id": attempt_id,
                 "executor_id": executor_id,
                 "destination_account": destination.account_id,
@@ -753,7 +849,7 @@ class Ledger:
             tenant_id=row["tenant_id"],
             operation_id=operation_id,
             attempt_id=attempt_id,
-            command=command_from_row(row),
+            command=authorized_command(row, approved_digest),
             idempotency_key=row["idempotency_key"],
             destination=destination,
         )
@@ -761,28 +857,29 @@ class Ledger:
     def attempt_committed(self, tenant_id: str, operation_id: str, attempt_id: str) -> bool:
         """Whether a claim with this attempt id is durably stored (for uncertain commits)."""
         row = self.store.one(
-            "attempt_exists", {**self._key(tenant_id, operation_id), "attempt_id": attempt_id}
+            "attempt_exists", {**_key(tenant_id, operation_id), "attempt_id": attempt_id}
         )
         return row is not None
 
     def release(
         self, context: Context, operation_id: str, *, reason: str, expected_version: int
-    ) -> DispatchResult:
+    ) -> tuple[DispatchResult, bool]:
         """Release a READY operation that failed its dispatch-time recheck.
 
         One transaction: READY at ``expected_version`` → RELEASED with ``OperationReleased``; its
-        capacity units are freed and the destination is never contacted. If the operation moved
-        on meanwhile, nothing changes and its current state is returned.
+        capacity units are freed and the destination is never contacted. Returns the recorded
+        state and whether this call released it: if the operation moved on meanwhile, nothing
+        changes and its current state is returned with ``False``.
         """
-        key = self._key(context.tenant_id, operation_id)
+        key = _key(context.tenant_id, operation_id)
 
-        def body(tx: Transaction) -> DispatchResult:
+        def body(tx: Transaction) -> tuple[DispatchResult, bool]:
             row = tx.one("operation_get", key)
             if row is None or row["requester_id"] != context.actor_id:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             stale = int(row["version"]) != expected_version
             if row["state"] != OperationState.READY.value or stale:
-                return result_from_row(row)
+                return result_from_row(row), False
             updated = self._transition(
                 tx,
                 row,
@@ -792,7 +889,7 @@ class Ledger:
                 details={"reason": reason},
                 state=OperationState.RELEASED.value,
             )
-            return result_from_row(updated)
+            return result_from_row(updated), True
 
         return self.store.write(body, label="release")
 
@@ -805,7 +902,7 @@ class Ledger:
         changed the operation is still open (the lost COMMIT has then either landed or not),
         then reads. ``None`` proves the claim is not there to act on; submit nothing then.
         """
-        key = self._key(tenant_id, operation_id)
+        key = _key(tenant_id, operation_id)
 
         def body(tx: Transaction) -> PreparedAttempt | None:
             tx.one("operation_settle", key)
@@ -818,12 +915,16 @@ class Ledger:
                 or row["state"] != OperationState.IN_PROGRESS.value
             ):
                 return None
-            operation = operation_from_row(row)
+            proposal = None
+            if row["proposal_id"] is not None:
+                proposal = tx.one(
+                    "proposal_get", {"tenant_id": tenant_id, "proposal_id": row["proposal_id"]}
+                )
             return PreparedAttempt(
                 tenant_id=tenant_id,
                 operation_id=operation_id,
                 attempt_id=attempt_id,
-                command=operation.command,
+                command=authorized_command(row, None if proposal is None else proposal["digest"]),
                 idempotency_key=attempt["idempotency_key"],
                 destination=DestinationRef(
                     account_id=attempt["destination_account"],
@@ -864,7 +965,7 @@ class Ledger:
         _reference(observation.evidence_reference, "evidence_reference")
         if observation.observation_id is not None:
             validate_identifier(observation.observation_id, "observation_id")
-        key = self._key(prepared.tenant_id, prepared.operation_id)
+        key = _key(prepared.tenant_id, prepared.operation_id)
         attempt_key = {**key, "attempt_id": prepared.attempt_id}
 
         def body(tx: Transaction) -> DispatchResult:
@@ -971,7 +1072,7 @@ class Ledger:
             due = tx.all("attempts_due_lock", {"now_us": self._now_us(), "limit": limit})
             for item in due:
                 tenant_id, operation_id = item["tenant_id"], item["operation_id"]
-                row = tx.one("operation_get", self._key(tenant_id, operation_id))
+                row = tx.one("operation_get", _key(tenant_id, operation_id))
                 if row is not None and self._spent(row):
                     self._escalate_row(tx, row, reason="inconclusive_lookups", actor=actor)
                     escalated.append((tenant_id, operation_id))
@@ -992,7 +1093,7 @@ class Ledger:
         self, tx: Transaction, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str
     ) -> Attempt | None:
         """The reservation step of one due attempt, or ``None`` if it is not due or not active."""
-        key = self._key(tenant_id, operation_id)
+        key = _key(tenant_id, operation_id)
         attempt_key = {**key, "attempt_id": attempt_id}
         row = tx.one("operation_get", key)
         attempt = tx.one("attempt_get", attempt_key)
@@ -1026,7 +1127,7 @@ class Ledger:
 
     def needs_review(self, tenant_id: str, operation_id: str) -> bool:
         """Whether inconclusive lookups have used up the budget for this operation."""
-        row = self.store.one("operation_get", self._key(tenant_id, operation_id))
+        row = self.store.one("operation_get", _key(tenant_id, operation_id))
         return row is not None and self._spent(row)
 
     def escalate(
@@ -1040,7 +1141,7 @@ class Ledger:
     ) -> DispatchResult:
         """Move an unresolved operation to MANUAL_REVIEW with an owner and a deadline."""
         owner = validate_identifier(owner or self.settings.review_owner, "owner")
-        key = self._key(tenant_id, operation_id)
+        key = _key(tenant_id, operation_id)
 
         def body(tx: Transaction) -> DispatchResult:
             row = tx.one("operation_get", key)
@@ -1082,7 +1183,7 @@ class Ledger:
         This is the explicit retry policy's step: the model-facing tool never calls it. The same
         operation, command, destination and idempotency key are kept.
         """
-        key = self._key(context.tenant_id, operation_id)
+        key = _key(context.tenant_id, operation_id)
 
         def body(tx: Transaction) -> DispatchResult:
             row = tx.one("operation_get", key)
@@ -1136,7 +1237,7 @@ class Ledger:
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidInput("a correction needs a reason", field="reason")
         _reference(reason, "reason")
-        key = self._key(context.tenant_id, operation_id)
+        key = _key(context.tenant_id, operation_id)
 
         def body(tx: Transaction) -> Row:
             row = tx.one("operation_get", key)
@@ -1154,7 +1255,7 @@ class Ledger:
                 now_us=self._now_us(),
                 details={"corrects": event_id, "reason": reason},
             )
-            written = tx.one("event_at_sequence", {**key, "sequence": updated["version"]})
+            written = tx.one("event_at_sequence", {**key, "sequence": updated["event_sequence"]})
             if written is None:  # pragma: no cover - written in this transaction
                 raise NotFound("the correction vanished")
             return written

@@ -128,11 +128,20 @@ class Command:
 
     ``arguments`` must be JSON-like (str, int, bool, None, lists, str-keyed mappings); floats are
     refused by the canonical encoding because they cannot be compared exactly.
+
+    A claimed command also names what authorized it, so the destination can keep it with the
+    effect and prove which approved action it performed: the operation, and where it was
+    admitted on a proposal, the proposal, the consumed approval and the approved ``digest``.
+    These are not part of the fingerprint, which covers the action, contract and arguments.
     """
 
     action: str
     contract_version: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    operation_id: str | None = None
+    proposal_id: str | None = None
+    approval_id: str | None = None
+    digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,6 +188,7 @@ class Operation:
     created_at: datetime
     updated_at: datetime
     last_event_hash: str
+    event_sequence: int = 0
     proposal_id: str | None = None
     approval_id: str | None = None
     pool: str | None = None

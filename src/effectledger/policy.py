@@ -38,12 +38,17 @@ class Tier(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
-    """A policy's answer for one proposal: ``tier`` when allowed, ``reason`` when not."""
+    """A policy's answer for one proposal: ``tier`` when allowed, ``reason`` when not.
+
+    ``approvals_required``: for ``approval-required``, how many distinct approvers must have
+    approved the digest before it is admitted (all their approvals are consumed together).
+    """
 
     allowed: bool
     tier: Tier | None
     policy_version: str
     reason: str | None = None
+    approvals_required: int = 1
 
     @classmethod
     def deny(cls, policy_version: str, reason: str) -> Decision:
@@ -115,6 +120,7 @@ class RulePolicy:
     may approve their own proposal. ``max_units``: a hard ceiling no approval can lift.
     ``read_only``: the action has no consequential effect and needs no approval.
     ``preauthorization``: the bounds within which no person needs to approve.
+    ``approvals_required``: distinct approvers needed where a person must approve.
     """
 
     version: str
@@ -124,6 +130,15 @@ class RulePolicy:
     max_units: int | None = None
     read_only: bool = False
     preauthorization: Preauthorization | None = None
+    approvals_required: int = 1
+
+    def __post_init__(self) -> None:
+        if (
+            not isinstance(self.approvals_required, int)
+            or isinstance(self.approvals_required, bool)
+            or not 1 <= self.approvals_required <= 16
+        ):
+            raise ValueError("approvals_required must be an integer from 1 to 16")
 
     def decide(self, requester: Context, proposal: Proposal, now: datetime) -> Decision:
         """Deny outside the role or ceiling; else read-only, pre-authorized, or approval."""
@@ -138,7 +153,12 @@ class RulePolicy:
             and self.preauthorization.covers(proposal, now) is None
         ):
             return Decision(allowed=True, tier=Tier.PREAUTHORIZED, policy_version=self.version)
-        return Decision(allowed=True, tier=Tier.APPROVAL_REQUIRED, policy_version=self.version)
+        return Decision(
+            allowed=True,
+            tier=Tier.APPROVAL_REQUIRED,
+            policy_version=self.version,
+            approvals_required=self.approvals_required,
+        )
 
     def may_approve(self, approver: Context, proposal: Proposal) -> str | None:
         """Approvers need an approver role; self-approval only when allowed."""

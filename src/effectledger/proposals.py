@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from effectledger.canonical import digest
-from effectledger.errors import TamperedProposal
+from effectledger.errors import InvalidInput, TamperedProposal
 from effectledger.model import DestinationRef, from_micros, to_micros
 from effectledger.store import Row
 
@@ -28,6 +28,8 @@ __all__ = [
     "proposal_from_row",
 ]
 
+MAX_CORRELATION_LENGTH = 256
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Correlation:
@@ -39,6 +41,34 @@ class Correlation:
     framework_version: str | None = None
     tool_schema_version: str | None = None
     prompt_version: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, str)
+                or not 0 < len(value) <= MAX_CORRELATION_LENGTH
+                or not value.isprintable()
+            ):
+                raise InvalidInput(
+                    f"correlation {name} must be printable text of 1-{MAX_CORRELATION_LENGTH} "
+                    "characters",
+                    field=f"correlation.{name}",
+                )
+
+    @classmethod
+    def coerce(cls, value: object) -> Correlation:
+        """``value`` as a :class:`Correlation`: one already, a mapping of its fields, or None."""
+        if value is None:
+            return cls()
+        if isinstance(value, Correlation):
+            return value
+        if isinstance(value, Mapping):
+            unknown = sorted(str(key) for key in value if key not in cls.__slots__)
+            if unknown:
+                raise InvalidInput(f"correlation has unknown fields {unknown}", field="correlation")
+            return cls(**{str(key): item for key, item in value.items()})
+        raise InvalidInput("correlation must be a Correlation or a mapping", field="correlation")
 
     def to_dict(self) -> dict[str, str]:
         """The fields that are set."""

@@ -59,6 +59,7 @@ def operation_from_row(row: Row) -> Operation:
         created_at=from_micros(int(row["created_us"])),
         updated_at=from_micros(int(row["updated_us"])),
         last_event_hash=row["last_event_hash"],
+        event_sequence=int(row["event_sequence"]),
         proposal_id=row["proposal_id"],
         approval_id=row["approval_id"],
         pool=row["pool"],

@@ -19,10 +19,16 @@ from effectledger.actions import ActionRegistry
 from effectledger.authority import Approval, Authority, Correlation, Proposal
 from effectledger.callers.tools import DispatchTool
 from effectledger.destinations import Destination
-from effectledger.errors import AdmissionDenied, DestinationMismatch, NotFound, TamperedProposal
+from effectledger.errors import AdmissionDenied, DestinationMismatch, NotFound
 from effectledger.executor import Executor
 from effectledger.ledger import Ledger
-from effectledger.model import Context, DestinationRef, OperationState
+from effectledger.model import (
+    Context,
+    DestinationRef,
+    DispatchResult,
+    OperationState,
+    validate_identifier,
+)
 from effectledger.recovery import RecoveryWorker
 
 __all__ = ["EffectResult", "EffectService", "TraceStep"]
@@ -143,56 +149,45 @@ class EffectService:
         approval_id: str | None = None,
         tenant_id: str | None = None,
     ) -> EffectResult:
-        """Admit the proposal on its authority and dispatch it once; report with a trace."""
+        """Admit the proposal on its authority and dispatch it once; report with a trace.
+
+        Authority outcomes are results, never exceptions: a denial (``reason`` holds its stable
+        code) and a proposal the context cannot see (``not_found``: an unknown id and another
+        tenant's id look the same) come back as ``outcome="denied"``. Malformed arguments raise
+        :class:`~effectledger.errors.InvalidInput`. ``outcome`` is ``performed`` only for the call
+        whose own claim was submitted, ``released`` only for the call that released it; any
+        other call reports the recorded state as ``replayed``.
+        """
         trace = _Trace()
         trace.add("request", "received")
         if tenant_id is not None and tenant_id != context.tenant_id:
             trace.add("tenant", "rejected")
-            return EffectResult(
-                outcome="denied",
-                operation_id=None,
-                state=None,
-                reason="tenant_mismatch",
-                provider_reference=None,
-                trace=tuple(trace.steps),
-            )
+            return _denied("tenant_mismatch", trace)
         trace.add("tenant", "accepted")
+        validate_identifier(proposal_id, "proposal_id")
+        if approval_id is not None:
+            validate_identifier(approval_id, "approval_id")
+        recorded = self.ledger.recorded_for_proposal(context, proposal_id, approval_id)
+        if recorded is not None:  # the exact replay of a finished call: one read, nothing sent
+            trace.add("reservation", "replayed")
+            trace.add("dispatch", recorded.state.value)
+            return _result("replayed", recorded, trace)
         try:
-            proposal = self.authority.get_proposal(context, proposal_id)
-            already = self._exists(context, proposal.operation_id)
-        except TamperedProposal:
-            already = False  # admission below refuses it and records the denial
-        try:
-            operation = self.authority.admit(
+            admission = self.authority.admit_or_replay(
                 context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
             )
         except AdmissionDenied as exc:
             trace.add("reservation", f"denied:{exc.reason}")
-            return EffectResult(
-                outcome="denied",
-                operation_id=None,
-                state=None,
-                reason=exc.reason,
-                provider_reference=None,
-                trace=tuple(trace.steps),
-            )
-        trace.add("reservation", "replayed" if already else "admitted")
-        result = self.executor_for(operation.destination).execute(context, operation.operation_id)
-        trace.add("dispatch", result.state.value)
-        if already:
-            outcome = "replayed"
-        elif result.state is OperationState.RELEASED:
-            outcome = "released"
-        else:
-            outcome = "performed"
-        return EffectResult(
-            outcome=outcome,
-            operation_id=operation.operation_id,
-            state=result.state,
-            reason=None,
-            provider_reference=result.provider_reference,
-            trace=tuple(trace.steps),
-        )
+            return _denied(exc.reason, trace)
+        except NotFound:
+            trace.add("reservation", "denied:not_found")
+            return _denied("not_found", trace)
+        operation = admission.operation
+        trace.add("reservation", "replayed" if admission.replayed else "admitted")
+        executor = self.executor_for(operation.destination)
+        step = executor.execute_step(context, operation.operation_id)
+        trace.add("dispatch", step.result.state.value)
+        return _result(step.taken, step.result, trace)
 
     async def perform_async(
         self,
@@ -282,9 +277,24 @@ class EffectService:
         operation = self.ledger.get(context, operation_id)
         return DispatchTool(self.executor_for(operation.destination), context, operation_id)
 
-    def _exists(self, context: Context, operation_id: str) -> bool:
-        try:
-            self.ledger.get(context, operation_id)
-        except NotFound:
-            return False
-        return True
+
+def _denied(reason: str, trace: _Trace) -> EffectResult:
+    return EffectResult(
+        outcome="denied",
+        operation_id=None,
+        state=None,
+        reason=reason,
+        provider_reference=None,
+        trace=tuple(trace.steps),
+    )
+
+
+def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult:
+    return EffectResult(
+        outcome=outcome,
+        operation_id=result.operation_id,
+        state=result.state,
+        reason=None,
+        provider_reference=result.provider_reference,
+        trace=tuple(trace.steps),
+    )

@@ -21,7 +21,6 @@ from effectledger import (
     Ledger,
     LedgerSettings,
     ManualClock,
-    NotFound,
     OperationState,
     SimulatedReceiver,
     SubmitMode,
@@ -159,8 +158,13 @@ def test_wrong_tenant_is_denied(world: World) -> None:
     assert (result.outcome, result.reason) == ("denied", "tenant_mismatch")
     assert result.trace == steps(RECEIVED, ("tenant", "rejected"))
     outsider = Context(tenant_id="globex", actor_id="agent-7", roles=frozenset({"agent"}))
-    with pytest.raises(NotFound):
-        world.service.perform(outsider, proposal.proposal_id, approval_id=approval.approval_id)
+    foreign = world.service.perform(
+        outsider, proposal.proposal_id, approval_id=approval.approval_id
+    )
+    unknown = world.service.perform(outsider, "prop-unknown", approval_id=approval.approval_id)
+    assert (foreign.outcome, foreign.reason) == ("denied", "not_found")
+    assert foreign.trace == steps(RECEIVED, ACCEPTED, ("reservation", "denied:not_found"))
+    assert foreign.to_dict() == unknown.to_dict()  # another tenant's id reads as an unknown one
     assert_nothing_happened(world, approval)
 
 

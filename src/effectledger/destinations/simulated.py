@@ -28,6 +28,7 @@ from effectledger.model import Command, Observation, Outcome
 __all__ = [
     "DestinationUnavailable",
     "LookupMode",
+    "ReceivedEffect",
     "ReceiverCounts",
     "SimulatedReceiver",
     "SubmitMode",
@@ -39,7 +40,13 @@ CREATE TABLE IF NOT EXISTS effects (
     fingerprint        TEXT NOT NULL,
     command_json       TEXT NOT NULL,
     provider_reference TEXT NOT NULL,
-    created_ns         INTEGER NOT NULL
+    created_ns         INTEGER NOT NULL,
+    operation_id       TEXT,
+    proposal_id        TEXT,
+    approval_id        TEXT,
+    digest             TEXT,
+    amount             INTEGER,
+    unit               TEXT
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO counters VALUES ('submissions', 0), ('lookups', 0), ('conflicts', 0);
@@ -76,6 +83,36 @@ class ReceiverCounts:
     lookups: int
     effects: int
     conflicts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceivedEffect:
+    """One effect as the receiver keeps it under its idempotency key.
+
+    ``digest`` and the ids are those of the approved action the command carried, so the
+    receiver itself can show which approval it acted on; ``amount`` and ``unit`` are read from
+    the arguments ``amount_minor``/``amount`` and ``currency``/``unit`` when present.
+    """
+
+    idempotency_key: str
+    provider_reference: str
+    command_json: str
+    operation_id: str | None
+    proposal_id: str | None
+    approval_id: str | None
+    digest: str | None
+    amount: int | None
+    unit: str | None
+
+
+def _amount_and_unit(command: Command) -> tuple[int | None, str | None]:
+    arguments = command.arguments
+    amount = arguments.get("amount_minor", arguments.get("amount"))
+    unit = arguments.get("currency", arguments.get("unit"))
+    return (
+        amount if isinstance(amount, int) and not isinstance(amount, bool) else None,
+        unit if isinstance(unit, str) else None,
+    )
 
 
 class SimulatedReceiver:
@@ -154,10 +191,11 @@ class SimulatedReceiver:
                 )
             print_ = fingerprint(command)
             existing = connection.execute(
-                "SELECT fingerprint, provider_reference FROM effects WHERE idempotency_key = ?",
+                "SELECT fingerprint, provider_reference, digest FROM effects"
+                " WHERE idempotency_key = ?",
                 (key,),
             ).fetchone()
-            if existing is not None and existing[0] != print_:
+            if existing is not None and (existing[0] != print_ or existing[2] != command.digest):
                 self._count(connection, "conflicts")
                 connection.execute("COMMIT")
                 return Observation(
@@ -166,8 +204,9 @@ class SimulatedReceiver:
                 )
             if existing is None:
                 reference = self.receipt(key)
+                amount, unit = _amount_and_unit(command)
                 connection.execute(
-                    "INSERT INTO effects VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO effects VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         key,
                         print_,
@@ -176,6 +215,12 @@ class SimulatedReceiver:
                         ).decode(),
                         reference,
                         time.time_ns(),
+                        command.operation_id,
+                        command.proposal_id,
+                        command.approval_id,
+                        command.digest,
+                        amount,
+                        unit,
                     ),
                 )
             else:
@@ -226,6 +271,31 @@ class SimulatedReceiver:
             lookups=int(values["lookups"]),
             effects=int(effects),
             conflicts=int(values["conflicts"]),
+        )
+
+    def effect(self, key: str) -> ReceivedEffect | None:
+        """What the receiver keeps under ``key``: the command, what authorized it, the amount."""
+        row = (
+            self._connect()
+            .execute(
+                "SELECT provider_reference, command_json, operation_id, proposal_id, approval_id,"
+                " digest, amount, unit FROM effects WHERE idempotency_key = ?",
+                (key,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return ReceivedEffect(
+            idempotency_key=key,
+            provider_reference=row[0],
+            command_json=row[1],
+            operation_id=row[2],
+            proposal_id=row[3],
+            approval_id=row[4],
+            digest=row[5],
+            amount=row[6],
+            unit=row[7],
         )
 
     def effects_for(self, key: str) -> int:

@@ -4,16 +4,23 @@
 -- READ COMMITTED: every statement sees the latest committed rows, and the ledger's updates are
 -- guarded by the operation's version.
 
+-- name: advisory_lock
+-- Serializes the transactions that read a total or a trail and then write on it (one operation's
+-- trail, a pool's capacity, an action's pre-authorization budget) until the transaction ends.
+-- Identifiers never contain '|', so the joined key is unambiguous.
+SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(scope)s, 0));
+
 -- name: operation_insert
 -- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
-    state, version, created_us, updated_us, last_event_hash, proposal_id, approval_id, pool, units
+    state, version, event_sequence, created_us, updated_us, last_event_hash, proposal_id,
+    approval_id, pool, units
 ) VALUES (
     %(tenant_id)s, %(operation_id)s, %(requester_id)s, %(revision)s, %(action)s, %(contract_version)s, %(command_json)s,
     %(fingerprint)s, %(admission_reference)s, %(destination_account)s, %(destination_endpoint)s,
-    %(idempotency_key)s, 'READY', %(version)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
+    %(idempotency_key)s, 'READY', 1, %(event_sequence)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
     %(approval_id)s, %(pool)s, %(units)s
 )
 ON CONFLICT (tenant_id, operation_id) DO NOTHING
@@ -53,7 +60,8 @@ FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_i
 -- name: operation_dispatch
 -- An executor's first read: the recorded state for a repeated call, and for a READY
 -- operation every column its claim checks and writes from, so the claim need not read again.
-SELECT tenant_id, operation_id, requester_id, state, version, last_event_hash, active_attempt_id,
+SELECT tenant_id, operation_id, requester_id, state, version, event_sequence, last_event_hash,
+       active_attempt_id, proposal_id, approval_id, pool, units,
        provider_reference, inconclusive_lookups, retries_authorized, review_owner,
        review_deadline_us, command_json, fingerprint, admission_reference,
        destination_account, destination_endpoint, idempotency_key
@@ -69,9 +77,11 @@ UPDATE operations SET
     review_owner = %(review_owner)s,
     review_deadline_us = %(review_deadline_us)s,
     version = %(new_version)s,
+    event_sequence = %(new_sequence)s,
     last_event_hash = %(event_hash)s,
     updated_us = %(now_us)s
-WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND version = %(version)s;
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND version = %(version)s
+  AND event_sequence = %(sequence)s;
 
 -- name: operations_list
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s
@@ -200,6 +210,31 @@ SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND proposal_id = %(prop
 
 -- name: proposal_for_operation
 SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
+
+-- name: proposal_replay
+-- A repeated perform's one read: the operation admitted for a proposal, if any.
+SELECT o.operation_id, o.requester_id, o.state, o.provider_reference, o.active_attempt_id,
+       o.approval_id
+FROM proposals AS p
+JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+WHERE p.tenant_id = %(tenant_id)s AND p.proposal_id = %(proposal_id)s;
+
+-- name: proposal_denial
+-- A denial closes its proposal: the first one recorded, if any.
+SELECT approval_id, approver_id FROM approvals
+WHERE tenant_id = %(tenant_id)s AND proposal_id = %(proposal_id)s AND decision = 'denied'
+ORDER BY decided_us, approval_id LIMIT 1;
+
+-- name: proposal_grants
+-- The granted, unconsumed approvals of a proposal (for policies that need several approvers).
+SELECT a.* FROM approvals AS a
+WHERE a.tenant_id = %(tenant_id)s AND a.proposal_id = %(proposal_id)s AND a.decision = 'granted'
+  AND a.kind = 'approval'
+  AND NOT EXISTS (
+      SELECT 1 FROM approval_consumptions AS c
+      WHERE c.tenant_id = a.tenant_id AND c.approval_id = a.approval_id
+  )
+ORDER BY a.decided_us, a.approval_id;
 
 -- name: approval_insert
 INSERT INTO approvals (

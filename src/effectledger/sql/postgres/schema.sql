@@ -32,6 +32,7 @@ CREATE TABLE operations (
     approval_id          TEXT,
     pool                 TEXT,
     units                BIGINT  NOT NULL DEFAULT 0 CHECK (units >= 0),
+    event_sequence       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, operation_id)
 );
 
@@ -162,6 +163,28 @@ CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals
     FOR EACH ROW EXECUTE FUNCTION authority_rows_immutable();
 CREATE TRIGGER approvals_no_truncate BEFORE TRUNCATE ON approvals
     FOR EACH STATEMENT EXECUTE FUNCTION authority_rows_immutable();
+
+-- A decision is written after its ApprovalGranted / ApprovalDenied / PreauthorizationApplied
+-- event, in the same transaction; a row inserted any other way has no such event and is refused.
+CREATE FUNCTION approvals_insert_needs_event() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM audit_events AS e
+        JOIN proposals AS p ON p.tenant_id = e.tenant_id AND p.operation_id = e.operation_id
+        WHERE p.tenant_id = NEW.tenant_id AND p.proposal_id = NEW.proposal_id
+          AND e.evidence_reference = 'approval/' || NEW.approval_id
+          AND e.event_type IN ('ApprovalGranted', 'ApprovalDenied', 'PreauthorizationApplied')
+    ) THEN
+        RAISE EXCEPTION 'an approval needs the audit event that records it'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER approvals_insert_needs_event BEFORE INSERT ON approvals
+    FOR EACH ROW EXECUTE FUNCTION approvals_insert_needs_event();
 
 -- Single use is a primary key: an approval can be consumed by one operation, once.
 CREATE TABLE approval_consumptions (

@@ -1,16 +1,23 @@
 -- Named queries for the SQLite store. Each block starts with "-- name: <name>" and holds one
 -- statement with :named parameters. Python never builds SQL; it runs these by name.
 
+-- name: advisory_lock
+-- Serializes the transactions that read a total or a trail and then write on it (one operation's
+-- trail, a pool's capacity, an action's pre-authorization budget). BEGIN IMMEDIATE already holds
+-- the database's only write lock, so this only names the parameters.
+SELECT :tenant_id AS tenant_id, :scope AS scope;
+
 -- name: operation_insert
 -- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
-    state, version, created_us, updated_us, last_event_hash, proposal_id, approval_id, pool, units
+    state, version, event_sequence, created_us, updated_us, last_event_hash, proposal_id,
+    approval_id, pool, units
 ) VALUES (
     :tenant_id, :operation_id, :requester_id, :revision, :action, :contract_version, :command_json,
     :fingerprint, :admission_reference, :destination_account, :destination_endpoint,
-    :idempotency_key, 'READY', :version, :now_us, :now_us, :event_hash, :proposal_id,
+    :idempotency_key, 'READY', 1, :event_sequence, :now_us, :now_us, :event_hash, :proposal_id,
     :approval_id, :pool, :units
 )
 ON CONFLICT (tenant_id, operation_id) DO NOTHING
@@ -44,7 +51,8 @@ FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 -- name: operation_dispatch
 -- An executor's first read: the recorded state for a repeated call, and for a READY
 -- operation every column its claim checks and writes from, so the claim need not read again.
-SELECT tenant_id, operation_id, requester_id, state, version, last_event_hash, active_attempt_id,
+SELECT tenant_id, operation_id, requester_id, state, version, event_sequence, last_event_hash,
+       active_attempt_id, proposal_id, approval_id, pool, units,
        provider_reference, inconclusive_lookups, retries_authorized, review_owner,
        review_deadline_us, command_json, fingerprint, admission_reference,
        destination_account, destination_endpoint, idempotency_key
@@ -60,9 +68,11 @@ UPDATE operations SET
     review_owner = :review_owner,
     review_deadline_us = :review_deadline_us,
     version = :new_version,
+    event_sequence = :new_sequence,
     last_event_hash = :event_hash,
     updated_us = :now_us
-WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version;
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version
+  AND event_sequence = :sequence;
 
 -- name: operations_list
 SELECT * FROM operations WHERE tenant_id = :tenant_id
@@ -184,6 +194,31 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND proposal_id = :proposal
 
 -- name: proposal_for_operation
 SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: proposal_replay
+-- A repeated perform's one read: the operation admitted for a proposal, if any.
+SELECT o.operation_id, o.requester_id, o.state, o.provider_reference, o.active_attempt_id,
+       o.approval_id
+FROM proposals AS p
+JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+WHERE p.tenant_id = :tenant_id AND p.proposal_id = :proposal_id;
+
+-- name: proposal_denial
+-- A denial closes its proposal: the first one recorded, if any.
+SELECT approval_id, approver_id FROM approvals
+WHERE tenant_id = :tenant_id AND proposal_id = :proposal_id AND decision = 'denied'
+ORDER BY decided_us, approval_id LIMIT 1;
+
+-- name: proposal_grants
+-- The granted, unconsumed approvals of a proposal (for policies that need several approvers).
+SELECT a.* FROM approvals AS a
+WHERE a.tenant_id = :tenant_id AND a.proposal_id = :proposal_id AND a.decision = 'granted'
+  AND a.kind = 'approval'
+  AND NOT EXISTS (
+      SELECT 1 FROM approval_consumptions AS c
+      WHERE c.tenant_id = a.tenant_id AND c.approval_id = a.approval_id
+  )
+ORDER BY a.decided_us, a.approval_id;
 
 -- name: approval_insert
 INSERT INTO approvals (

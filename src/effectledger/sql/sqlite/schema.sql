@@ -31,6 +31,7 @@ CREATE TABLE operations (
     approval_id          TEXT,
     pool                 TEXT,
     units                INTEGER NOT NULL DEFAULT 0 CHECK (units >= 0),
+    event_sequence       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, operation_id)
 ) WITHOUT ROWID;
 
@@ -150,6 +151,20 @@ END;
 CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals
 BEGIN
     SELECT RAISE(ABORT, 'approvals are immutable');
+END;
+
+-- A decision is written after its ApprovalGranted / ApprovalDenied / PreauthorizationApplied
+-- event, in the same transaction; a row inserted any other way has no such event and is refused.
+CREATE TRIGGER approvals_insert_needs_event BEFORE INSERT ON approvals
+WHEN NOT EXISTS (
+    SELECT 1 FROM audit_events AS e
+    JOIN proposals AS p ON p.tenant_id = e.tenant_id AND p.operation_id = e.operation_id
+    WHERE p.tenant_id = NEW.tenant_id AND p.proposal_id = NEW.proposal_id
+      AND e.evidence_reference = 'approval/' || NEW.approval_id
+      AND e.event_type IN ('ApprovalGranted', 'ApprovalDenied', 'PreauthorizationApplied')
+)
+BEGIN
+    SELECT RAISE(ABORT, 'an approval needs the audit event that records it');
 END;
 
 -- Single use is a primary key: an approval can be consumed by one operation, once.
