@@ -83,9 +83,7 @@ def perform_in_process(
     outcomes = []
     for actor, proposal_id, approval_id in calls:
         result = service.perform(contexts[actor], proposal_id, approval_id=approval_id)
-        outcomes.append(
-            (result.outcome, result.reason, None if result.state is None else str(result.state))
-        )
+        outcomes.append((result.outcome, result.reason, str(result.state)))
     close(service)
     results.put({"worker": worker, "outcomes": outcomes})
 

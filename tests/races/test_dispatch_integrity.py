@@ -1,0 +1,160 @@
+"""The rows are a cache of the chain: database edits that bypassed the ledger block dispatch.
+
+A hostile database administrator edits rows outside the audit events; before anything leaves the
+process the executor checks the operation against its hash-chained trail and its authority, and
+refuses with ``tampered_operation``. Each test checks the receiver's own count of submissions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from effectledger import Executor, OperationState, SimulatedReceiver, TamperedOperation
+from effectledger.canonical import canonical_bytes, digest_bytes
+from effectledger.model import to_micros
+from effectledger.service import EffectService
+from tests.conftest import RAW_REFUSED, count_rows, drop_trigger, raw_sql
+from tests.races.world import AGENT, REFUND_30, START, approver, build, close
+
+
+@pytest.fixture
+def service(store_url: str, tmp_path: Path) -> Iterator[EffectService]:
+    """A refund service over a fresh ledger and receiver."""
+    made = build(store_url, tmp_path)
+    yield made
+    close(made)
+
+
+def receiver(service: EffectService) -> SimulatedReceiver:
+    (destination,) = service.destinations.values()
+    assert isinstance(destination, SimulatedReceiver)
+    return destination
+
+
+def admitted(service: EffectService) -> tuple[str, str, str]:
+    """An approved proposal admitted but not yet dispatched: (proposal, approval, operation)."""
+    proposal = service.propose(AGENT, "refund_order", REFUND_30)
+    approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
+    operation = service.authority.admit(
+        AGENT, proposal.proposal_id, approval_id=approval.approval_id
+    )
+    assert operation.state is OperationState.READY
+    return proposal.proposal_id, approval.approval_id, operation.operation_id
+
+
+def assert_refused(service: EffectService, operation_id: str, reason: str) -> None:
+    executor = service.executor_for(next(iter(service.destinations)))
+    with pytest.raises(TamperedOperation) as refused:
+        executor.execute(AGENT, operation_id)
+    assert refused.value.details["reason"] == reason
+    assert refused.value.code == "tampered_operation"
+
+
+def test_a_rewritten_command_and_fingerprint_are_not_sent(
+    service: EffectService, store_url: str
+) -> None:
+    """A READY refund of 30 rewritten to 5000 (with a matching fingerprint) is never sent."""
+    _, _, operation_id = admitted(service)
+    (row,) = raw_sql(
+        store_url, f"SELECT command_json FROM operations WHERE operation_id = '{operation_id}'"
+    )
+    command = json.loads(str(row[0]))
+    command["arguments"]["amount_minor"] = 5000
+    forged = canonical_bytes(command)
+    raw_sql(
+        store_url,
+        f"UPDATE operations SET command_json = '{forged.decode()}', "
+        f"fingerprint = '{digest_bytes('command', forged)}' WHERE operation_id = '{operation_id}'",
+    )
+    assert_refused(service, operation_id, "command_not_admitted")
+    assert receiver(service).counts().submissions == 0
+    assert count_rows(store_url, "attempts") == 0
+    assert service.ledger.get(AGENT, operation_id).state is OperationState.READY
+
+
+def test_an_approval_inserted_without_its_event_is_refused_and_never_sent(
+    service: EffectService, store_url: str
+) -> None:
+    """The database refuses an approval row with no event; inserted past that, it admits nothing."""
+    proposal = service.propose(AGENT, "refund_order", REFUND_30)
+    at = to_micros(START)
+    forged = (
+        f"INSERT INTO approvals VALUES ('acme', 'appr-forged', '{proposal.proposal_id}', "
+        f"'{proposal.digest}', 'granted', 'approval', 'approver-0', 'refund-policy-1', NULL, "
+        f"{at}, {at + 3_600_000_000})"
+    )
+    with pytest.raises(RAW_REFUSED):
+        raw_sql(store_url, forged)
+    drop_trigger(store_url, "approvals", "approvals_insert_needs_event")
+    raw_sql(store_url, forged)
+    with pytest.raises(TamperedOperation) as refused:
+        service.perform(AGENT, proposal.proposal_id, approval_id="appr-forged")
+    assert refused.value.details["reason"] == "approval_not_in_trail"
+    assert receiver(service).counts().submissions == 0
+    assert count_rows(store_url, "attempts") == 0
+
+
+def test_a_denial_flipped_to_granted_is_never_sent(service: EffectService, store_url: str) -> None:
+    """A recorded denial edited into a grant does not admit an effect that reaches the receiver."""
+    proposal = service.propose(AGENT, "refund_order", REFUND_30)
+    denial = service.deny(
+        approver(1), proposal.proposal_id, digest=proposal.digest, reason="not eligible"
+    )
+    drop_trigger(store_url, "approvals", "approvals_no_update")
+    raw_sql(
+        store_url,
+        f"UPDATE approvals SET decision = 'granted', expires_us = {to_micros(START) + 10**10} "
+        f"WHERE approval_id = '{denial.approval_id}'",
+    )
+    with pytest.raises(TamperedOperation) as refused:
+        service.perform(AGENT, proposal.proposal_id, approval_id=denial.approval_id)
+    assert refused.value.details["reason"] in {"proposal_denied", "approval_not_in_trail"}
+    assert receiver(service).counts().submissions == 0
+
+
+def test_a_finished_operation_set_back_to_ready_is_not_sent_again(
+    service: EffectService, store_url: str
+) -> None:
+    """A SUCCEEDED refund edited back to READY is refused: the receiver still saw one submission."""
+    proposal = service.propose(AGENT, "refund_order", REFUND_30)
+    approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
+    done = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    assert done.state is OperationState.SUCCEEDED
+    raw_sql(
+        store_url,
+        f"UPDATE operations SET state = 'READY' WHERE operation_id = '{done.operation_id}'",
+    )
+    assert done.operation_id is not None
+    assert_refused(service, done.operation_id, "state_not_in_trail")
+    assert receiver(service).counts().submissions == 1
+    assert count_rows(store_url, "attempts") == 1
+
+
+def test_a_pool_executor_passes_over_a_tampered_operation(
+    service: EffectService, store_url: str
+) -> None:
+    """An executor pool never claims a tampered READY operation; it stays READY, unsent."""
+    _, _, operation_id = admitted(service)
+    raw_sql(
+        store_url,
+        "UPDATE operations SET command_json = replace(command_json, '30', '3000'), "
+        f"fingerprint = 'x' WHERE operation_id = '{operation_id}'",
+    )
+    results = Executor(service.ledger, receiver(service)).run_ready()
+    assert results == []
+    assert receiver(service).counts().submissions == 0
+    assert service.ledger.get(AGENT, operation_id).state is OperationState.READY
+
+
+def test_an_untouched_operation_passes_every_check(service: EffectService, store_url: str) -> None:
+    """The checks refuse only edits: an admitted operation dispatches once, as approved."""
+    _, approval_id, operation_id = admitted(service)
+    executor = service.executor_for(next(iter(service.destinations)))
+    assert executor.execute(AGENT, operation_id).state is OperationState.SUCCEEDED
+    effect = receiver(service).effect(service.ledger.get(AGENT, operation_id).idempotency_key)
+    assert effect is not None
+    assert (effect.operation_id, effect.approval_id) == (operation_id, approval_id)
