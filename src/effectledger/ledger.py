@@ -58,6 +58,7 @@ from effectledger.rows import (
     result_from_row,
 )
 from effectledger.store import Row, Store, Transaction
+from effectledger.transitions import transition
 
 __all__ = [
     "AUDITOR_ROLE",
@@ -280,7 +281,15 @@ class Ledger:
         }
         if not changes.keys() <= fields.keys():  # pragma: no cover - a programming error
             raise TypeError(f"unknown operation fields {sorted(changes.keys() - fields.keys())}")
+        current = OperationState(row["state"])
+        allowed = transition(event_type, current)  # InvalidTransition unless the table allows it
         fields.update(changes)
+        if fields["state"] != (allowed.to_state or current).value:  # pragma: no cover
+            raise InvalidTransition(
+                f"{event_type} leaves an operation {allowed.to_state or current}, "
+                f"not {fields['state']}",
+                operation_id=row["operation_id"],
+            )
         version = int(row["version"])
         new_version = version + 1 if changes else version
         for _ in range(_TRAIL_PASSES):
@@ -521,6 +530,7 @@ class Ledger:
                 evidence_reference=evidence_reference,
                 details=details,
             )
+        transition(event_type, None)  # only what the table allows before admission
         head = tx.one("event_head", key)
         return self._event(
             tx,
