@@ -4,6 +4,10 @@
 -- READ COMMITTED: every statement sees the latest committed rows, and the ledger's updates are
 -- guarded by the operation's version.
 
+-- name: schema_version
+-- The newest migration applied; opening an existing ledger without migrating checks it.
+SELECT max(version) AS version FROM schema_migrations;
+
 -- name: operation_insert
 -- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (

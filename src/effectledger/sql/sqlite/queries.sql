@@ -1,6 +1,10 @@
 -- Named queries for the SQLite store. Each block starts with "-- name: <name>" and holds one
 -- statement with :named parameters. Python never builds SQL; it runs these by name.
 
+-- name: schema_version
+-- The newest migration applied; opening an existing ledger without migrating checks it.
+SELECT max(version) AS version FROM schema_migrations;
+
 -- name: operation_insert
 -- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (
