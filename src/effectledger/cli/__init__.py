@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -55,6 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         out.line("stopped", err=True)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep the interpreter's final
+        # flush from failing again on the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except Exception as exc:  # the last line of defence: never a traceback
         if os.environ.get("EFFECTLEDGER_DEBUG"):
             raise

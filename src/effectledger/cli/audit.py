@@ -149,7 +149,7 @@ def _trail(args: argparse.Namespace, out: Output) -> int:
         )
         return 0
     out.table(
-        f"Audit trail of {args.operation_id}",
+        f"Audit trail of {out.short(args.operation_id)}",
         EVENT_COLUMNS,
         events_rows(out, events),
         no_wrap=("event", "actor", "attempt"),
