@@ -17,18 +17,29 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from types import ModuleType
+from typing import Protocol
 
 from effectledger.cli import audit, demo, ledger
+from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
 
-__all__ = ["COMMAND_GROUPS", "build_parser", "main"]
-
-COMMAND_GROUPS: tuple[ModuleType, ...] = (demo, ledger, audit)
-"""The modules whose ``register`` adds the top-level commands, in help order."""
+__all__ = ["COMMAND_GROUPS", "CommandGroup", "Handler", "build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace, Output], int]
+"""What ``set_defaults(handler=...)`` holds: run the parsed command, return its exit code."""
+
+
+class CommandGroup(Protocol):
+    """A module that adds one group of commands to the ``effectledger`` parser."""
+
+    def register(self, commands: Commands) -> None:
+        """Add this group's parsers, each with ``set_defaults(handler=...)``."""
+        ...
+
+
+COMMAND_GROUPS: tuple[CommandGroup, ...] = (demo, ledger, audit)
+"""The modules whose ``register`` adds the top-level commands, in help order."""
 
 
 def build_parser() -> argparse.ArgumentParser:

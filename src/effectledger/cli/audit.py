@@ -17,7 +17,14 @@ from effectledger.audit.reading import latest_checkpoint, operation_events
 from effectledger.audit.verify import VerificationReport, verify_bundle
 from effectledger.cli import audit_log
 from effectledger.cli.ledger import OPERATOR, operation_document
-from effectledger.cli.options import add_db, add_json, add_wide, open_existing, read_text_file
+from effectledger.cli.options import (
+    Commands,
+    add_db,
+    add_json,
+    add_wide,
+    open_existing,
+    read_text_file,
+)
 from effectledger.cli.output import Output, jsonable
 from effectledger.errors import ExportFailed, InvalidInput, NotFound
 from effectledger.ledger import Ledger
@@ -28,7 +35,7 @@ __all__ = ["events_rows", "register"]
 MAX_FINDINGS_SHOWN = 50
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Add the ``audit`` group and its sub-commands."""
     audit = commands.add_parser(
         "audit",

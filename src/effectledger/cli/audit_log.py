@@ -16,7 +16,7 @@ from effectledger.audit.export import DEFAULT_EXPORT_BATCH, export_log, prove_ev
 from effectledger.audit.keys import KEY_ENV, load_signer, new_key_pair, write_signer_key
 from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
-from effectledger.cli.options import add_db, add_json, open_existing, positive
+from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
 from effectledger.cli.output import Output
 
 __all__ = ["register", "seal_line"]
@@ -30,7 +30,7 @@ def _key_file(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(actions: Commands) -> None:
     """Add keygen, seal, rotate-key, export and prove to the ``audit`` group."""
     keygen = actions.add_parser(
         "keygen",

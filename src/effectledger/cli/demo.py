@@ -12,14 +12,13 @@ afterwards reports waits of about a minute, as they were.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 from effectledger.actions import ActionRegistry
 from effectledger.audit.chain import verify_chain
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
-from effectledger.cli.options import add_wide
+from effectledger.cli.options import Commands, add_wide
 from effectledger.cli.output import Output
 from effectledger.clock import ManualClock, SystemClock
 from effectledger.destinations.simulated import SimulatedReceiver, SubmitMode
@@ -36,7 +35,7 @@ LEDGER_FILE = "ledger.db"
 RECEIVER_FILE = "receiver.db"
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Add ``demo``."""
     demo = commands.add_parser(
         "demo",

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from effectledger.cli.options import add_db, add_json, add_wide, open_existing, positive
+from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
 from effectledger.ledger import Ledger
@@ -23,7 +23,7 @@ EXIT_UNCERTAIN = 3
 """``status --fail-on-uncertain`` exits with this when an operation shown is uncertain."""
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(commands: Commands) -> None:
     """Add ``migrate``, ``status`` and ``recover``."""
     migrate = commands.add_parser(
         "migrate",

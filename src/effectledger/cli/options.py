@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TypeAlias
 
 from effectledger.errors import InvalidInput
 from effectledger.store import Store, open_store
 
 __all__ = [
     "DEFAULT_DB",
+    "Commands",
     "add_db",
     "add_json",
     "add_wide",
@@ -25,6 +27,10 @@ __all__ = [
 ]
 
 DEFAULT_DB = "sqlite:///effectledger.db"
+
+# A string: argparse's class cannot be subscripted at run time.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""The sub-parsers a command group's ``register`` adds its commands to."""
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
