@@ -325,3 +325,53 @@ def test_a_missing_postgres_schema_is_not_created_by_reading(
     _one_error_line(capsys.readouterr().err, "not_found")
     assert not _store_exists(postgres_url)
     assert with_options(postgres_url)  # the URL itself is well formed
+
+
+def test_an_unexpected_failure_is_one_coded_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception outside the error tree ends the command with exit 1 and one
+    `error [effectledger_error]:` line; an interrupt exits 130 with `stopped`."""
+    from effectledger.cli import ledger as ledger_commands
+
+    def broken(args: object, out: object) -> int:
+        raise ValueError("a bug\nwith two lines")
+
+    def interrupted(args: object, out: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.delenv("EFFECTLEDGER_DEBUG", raising=False)
+    monkeypatch.setattr(ledger_commands, "_status", broken)
+    assert main(["status", "--tenant", "acme"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error [effectledger_error]: unexpected ValueError: a bug\\x0awith two lines " + (
+        "(set EFFECTLEDGER_DEBUG=1 for details)\n"
+    )
+    monkeypatch.setattr(ledger_commands, "_status", interrupted)
+    assert main(["status", "--tenant", "acme"]) == 130
+    assert capsys.readouterr().err == "stopped\n"
+
+
+def test_scripts_get_json_from_migrate_recover_and_the_trail(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """migrate, recover and audit trail print JSON a script can read, and the recovery it
+    reports is the one the ledger and the receiver hold."""
+    assert main(["migrate", "--db", store_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["applied"]
+    _uncertain_operation(store_url, tmp_path / "receiver.db")
+    receiver = str(tmp_path / "receiver.db")
+
+    assert main(["recover", "--db", store_url, "--receiver", receiver, "--once", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["resolved"] == [
+        {"tenant_id": "acme", "operation_id": "op-1", "state": "SUCCEEDED"}
+    ]
+    assert "skipped" not in report
+    assert main(["audit", "trail", "--db", store_url, "--tenant", "acme", "op-1", "--json"]) == 0
+    trail = json.loads(capsys.readouterr().out)
+    assert trail["operation"]["state"] == "SUCCEEDED"
+    assert [event["sequence"] for event in trail["events"]] == [1, 2, 3, 4, 5]
+    assert trail["events"][-1]["event_type"] == "ProviderAcceptanceReconciled"
+    assert count_rows(store_url, "operations", "state = 'SUCCEEDED'") == 1
+    assert SimulatedReceiver(receiver).counts().effects == 1
