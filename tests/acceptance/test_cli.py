@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -92,27 +93,57 @@ def test_errors_print_their_code_and_exit_1(tmp_path: Path) -> None:
     assert usage.returncode == 2
 
 
-def _subcommands(parser: object) -> list[tuple[str, object]]:
-    import argparse
-
-    assert isinstance(parser, argparse.ArgumentParser)
-    found: list[tuple[str, object]] = []
+def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    found: list[tuple[str, argparse.ArgumentParser]] = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
             for name, sub in action.choices.items():
+                assert helps.get(name), f"{name} has no one-line help in its group's listing"
                 found.append((name, sub))
                 found.extend((f"{name} {n}", s) for n, s in _subcommands(sub))
     return found
 
 
-@pytest.mark.parametrize("name", [name for name, _ in _subcommands(build_parser())])
-def test_every_command_has_help(name: str) -> None:
-    """Every command and sub-command has a help text and documents each of its options."""
-    parser = dict(_subcommands(build_parser()))[name]
-    import argparse
+def _leaves() -> list[tuple[str, argparse.ArgumentParser]]:
+    every = _subcommands(build_parser())
+    groups = {name.rsplit(" ", 1)[0] for name, _ in every if " " in name}
+    return [(name, sub) for name, sub in every if name not in groups]
 
-    assert isinstance(parser, argparse.ArgumentParser)
-    assert parser.format_help()
+
+_README = Path(__file__).parents[2] / "README.md"
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _subcommands(build_parser())])
+def test_every_command_has_help_and_a_row_in_the_readme(name: str) -> None:
+    """Every command and sub-command has help text, documents each option, and has a row of
+    its own in the README's command table."""
+    parser = dict(_subcommands(build_parser()))[name]
+    assert parser.description or parser.format_help()
     for action in parser._actions:
         if action.option_strings and action.dest != "help":
             assert action.help, f"{name} {action.option_strings} has no help"
+    if name in dict(_leaves()):
+        text = _README.read_text("utf-8")
+        table = text[text.index("## Command line") :].split("\n## ", 1)[0]
+        assert f"| `effectledger {name} " in table or f"| `effectledger {name}`" in table
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _leaves() if name != "demo"])
+def test_every_command_but_the_demo_takes_json(name: str) -> None:
+    """Each command a script may call offers --json (the demo is a story told to a person)."""
+    parser = dict(_leaves())[name]
+    assert any("--json" in action.option_strings for action in parser._actions)
+
+
+def test_importing_the_library_does_not_import_the_command_line() -> None:
+    """`import effectledger` loads neither the CLI package, argparse nor rich."""
+    code = (
+        "import sys, effectledger; "
+        "print(sorted(m for m in sys.modules if m.startswith(('effectledger.cli', 'argparse', "
+        "'rich'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

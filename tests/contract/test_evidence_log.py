@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +18,6 @@ from effectledger import (
     open_store,
 )
 from effectledger.audit.chain import verify_chain
-from effectledger.audit.commands import seal_loop
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.note import open_checkpoint
@@ -30,6 +28,7 @@ from effectledger.audit.record import (
     entry_from_row,
     leaf_of_entry,
 )
+from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
@@ -264,7 +263,6 @@ def test_the_seal_loop_reports_waits_beyond_the_maximum_delay(
     ledger: Ledger, context: Context, receiver: SimulatedReceiver, store: Store, clock: ManualClock
 ) -> None:
     """Passes run every half maximum delay; an event that waited longer is reported as late."""
-    out = io.StringIO()
     sleeps: list[float] = []
 
     def sleep(seconds: float) -> None:
@@ -273,15 +271,19 @@ def test_the_seal_loop_reports_waits_beyond_the_maximum_delay(
 
     sealer = LogSealer(store, SIGNER, clock=clock)
     admit(ledger, context, receiver)
-    late = seal_loop(sealer, "acme", max_delay=timedelta(seconds=4), out=out, sleep=sleep, passes=2)
-    assert (late, sleeps) == (0, [2.0])
-    assert "acme: sealed 1 event(s)" in out.getvalue()
+    passes = list(
+        seal_periodically(sealer, "acme", max_delay=timedelta(seconds=4), sleep=sleep, passes=2)
+    )
+    assert [(p.report.sealed, p.late) for p in passes] == [(1, False), (0, False)]
+    assert sleeps == [2.0]
     admit(ledger, context, receiver, "op-2")
     clock.advance(timedelta(seconds=9))
-    assert seal_loop(sealer, None, max_delay=timedelta(seconds=4), out=out, passes=1) == 1
-    assert "longest wait 9.0 s" in out.getvalue()
-    assert "waited longer than the maximum delay of 4.0 s" in out.getvalue()
+    (late,) = seal_periodically(sealer, None, max_delay=timedelta(seconds=4), passes=1)
+    assert late.late
+    assert late.report.max_delay == timedelta(seconds=9)
     assert sealer.pending("acme") == (0, None)
+    with pytest.raises(InvalidInput):
+        next(seal_periodically(sealer, None, max_delay=timedelta(0)))
 
 
 def test_the_fast_row_encoding_equals_the_canonical_encoding(

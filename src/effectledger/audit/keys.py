@@ -47,6 +47,7 @@ __all__ = [
     "parse_rotation",
     "parse_verifiers",
     "rotation_line",
+    "write_signer_key",
 ]
 
 KEY_ENV: Final = "EFFECTLEDGER_LOG_KEY"
@@ -70,6 +71,19 @@ def new_key_pair(name: str = "effectledger") -> tuple[str, str]:
     return signer.key_string(), signer.verifier().key_string()
 
 
+def write_signer_key(path: str | os.PathLike[str], signer_key: str) -> None:
+    """Write ``signer_key`` to a new file at ``path`` readable by its owner only (mode 600).
+
+    Never overwrites: an existing path raises :class:`~effectledger.errors.LogKeyInvalid`.
+    """
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise LogKeyInvalid(f"cannot create {path}: {exc.strerror}") from exc
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(signer_key + "\n")
+
+
 def load_signer(
     key_file: str | os.PathLike[str] | None = None,
     *,
@@ -88,6 +102,8 @@ def load_signer(
             text = path.read_text("utf-8")
         except OSError as exc:
             raise LogKeyInvalid(f"cannot read the log key file {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise LogKeyInvalid(f"the log key file {path} is not UTF-8 text") from exc
         if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise LogKeyInvalid(
                 f"the log key file {path} is accessible to group or others; chmod 600 it"

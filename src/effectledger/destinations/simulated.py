@@ -23,6 +23,7 @@ from pathlib import Path
 from effectledger._failpoints import crash_point
 from effectledger.canonical import canonical_bytes, fingerprint
 from effectledger.destinations import SubmissionOutcomeUnknown
+from effectledger.errors import InvalidInput, NotFound
 from effectledger.model import Command, Observation, Outcome
 
 __all__ = [
@@ -128,7 +129,14 @@ class SimulatedReceiver:
         lookup_mode: LookupMode = LookupMode.ANSWER,
         reply_delay_s: float = 0.0,
         synchronous: str = "FULL",
+        create: bool = True,
     ) -> None:
+        """Open the receiver's file at ``path``, creating it unless ``create`` is false.
+
+        With ``create=False`` only an existing receiver file is opened: a missing path raises
+        :class:`~effectledger.errors.NotFound`, a directory or a file that is not a receiver's
+        database raises :class:`~effectledger.errors.InvalidInput`, and nothing is written.
+        """
         self.path = Path(path)
         self._account_id = account_id
         self._endpoint = endpoint
@@ -137,7 +145,11 @@ class SimulatedReceiver:
         self.reply_delay_s = reply_delay_s
         self._synchronous = synchronous
         self._local = threading.local()
-        self._connect().executescript(_SCHEMA)
+        self._create = create
+        if create:
+            self._connect().executescript(_SCHEMA)
+        else:
+            self._check_existing()
 
     @property
     def account_id(self) -> str:
@@ -152,12 +164,36 @@ class SimulatedReceiver:
     def _connect(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path, isolation_level=None, timeout=10)
+            connection = self._open()
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute(f"PRAGMA synchronous = {self._synchronous}")
             self._local.connection = connection
         return connection
+
+    def _open(self) -> sqlite3.Connection:
+        if self._create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return sqlite3.connect(self.path, isolation_level=None, timeout=10)
+        # "mode=rw" opens an existing file and never creates one.
+        uri = self.path.absolute().as_uri() + "?mode=rw"
+        return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10)
+
+    def _check_existing(self) -> None:
+        if not self.path.exists():
+            raise NotFound(f"no receiver file at {self.path}", reason="no_receiver")
+        if not self.path.is_file():
+            raise InvalidInput(f"{self.path} is not a file", reason="not_a_receiver")
+        try:
+            connection = self._open()
+            try:
+                connection.execute("SELECT count(*) FROM effects").fetchone()
+                connection.execute("SELECT count(*) FROM counters").fetchone()
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError as exc:
+            raise InvalidInput(
+                f"{self.path} is not a simulated receiver's database", reason="not_a_receiver"
+            ) from exc
 
     @staticmethod
     def receipt(key: str) -> str:

@@ -79,6 +79,10 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` and bring its schema up to date.
 
     Pass ``migrate=False`` to open without migrating (then call :meth:`Store.migrate`).
+    Pass ``create=False`` to open only an existing ledger, as it is: nothing is created or
+    migrated, a missing SQLite file or PostgreSQL schema raises :class:`NotFound` (details
+    ``reason="no_database"``), and a file that is not a ledger database or a schema behind this
+    version raises :class:`InvalidInput` (``reason="not_a_database"`` / ``"schema_behind"``).
     """
     if url.startswith("sqlite:"):
         from effectledger.store.sqlite import SQLiteStore

@@ -34,6 +34,7 @@ from effectledger.errors import (
     CommitUncertain,
     ConstraintViolation,
     InvalidInput,
+    NotFound,
     StorageBusy,
     StorageError,
 )
@@ -173,6 +174,7 @@ class PostgresStore:
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
         url: str | None = None,
+        create: bool = True,
     ) -> None:
         if schema is not None and _SCHEMA_NAME.fullmatch(schema) is None:
             raise InvalidInput("schema must be 1-63 characters of a-z, 0-9 and _", field="schema")
@@ -202,7 +204,9 @@ class PostgresStore:
             open=False,
         )
         self._pool_open = False
-        if migrate:
+        if not create:  # read the schema as it is: never create or migrate it
+            self._check_existing()
+        elif migrate:
             self.migrate()  # on a connection of its own: a bad URL fails here, with the reason
 
     @classmethod
@@ -408,6 +412,26 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise _translate(exc, "migrate") from exc
         return applied
+
+    def _check_existing(self) -> None:
+        """Raise unless the ledger schema exists here and is current; change nothing."""
+        latest = migrations("postgres")[-1][0]
+        try:
+            with _Connection.connect(self._conninfo, **self._connect_options) as connection:
+                self._configure(connection)
+                row = connection.execute(self._queries["schema_version"]).fetchone()
+        except pg_errors.UndefinedTable as exc:
+            where = f"schema {self.schema}" if self.schema else "this database"
+            raise NotFound(
+                f"no ledger schema in {where}; `effectledger migrate` creates it",
+                reason="no_database",
+            ) from exc
+        except psycopg.Error as exc:
+            raise _translate(exc, "open") from exc
+        if row is None or row["version"] is None or row["version"] < latest:
+            raise InvalidInput(
+                "the ledger schema is behind; run `effectledger migrate`", reason="schema_behind"
+            )
 
     def __repr__(self) -> str:
         parts = urlsplit(self.url)

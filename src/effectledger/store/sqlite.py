@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 from effectledger.errors import (
     ConstraintViolation,
     InvalidInput,
+    NotFound,
     StorageBusy,
     StorageError,
 )
@@ -81,6 +82,7 @@ class SQLiteStore:
         busy_timeout_ms: int = 5000,
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
+        create: bool = True,
     ) -> None:
         if synchronous.upper() not in _SYNCHRONOUS:
             raise InvalidInput(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
@@ -96,7 +98,12 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._pid = os.getpid()
-        if migrate:
+        # create=False opens only a file that exists ("mode=rw" never creates one) and that
+        # already holds the current schema: a mistyped path must not become an empty ledger.
+        self._create = create
+        if not create:
+            self._check_existing()
+        elif migrate:
             self.migrate()
 
     @classmethod
@@ -112,19 +119,63 @@ class SQLiteStore:
             if key == "synchronous":
                 options.setdefault("synchronous", values[-1])
             elif key == "busy_timeout_ms":
-                options.setdefault("busy_timeout_ms", int(values[-1]))
+                try:
+                    options.setdefault("busy_timeout_ms", int(values[-1]))
+                except ValueError as exc:
+                    raise InvalidInput(
+                        "busy_timeout_ms in the SQLite URL must be an integer",
+                        field="busy_timeout_ms",
+                    ) from exc
             else:
                 raise InvalidInput(f"unknown SQLite URL option {key!r}")
         return cls(path, **options)
 
     # -- connections ---------------------------------------------------------------------
 
+    def _open(self) -> sqlite3.Connection:
+        if not self._create:
+            uri = self.path.absolute().as_uri() + "?mode=rw"
+            return sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+
+    def _check_existing(self) -> None:
+        """Raise unless ``path`` is an existing ledger database with the current schema."""
+        if not self.path.exists():
+            raise NotFound(
+                f"no ledger database at {self.path}; `effectledger migrate` creates one",
+                reason="no_database",
+            )
+        if not self.path.is_file():
+            raise InvalidInput(f"{self.path} is not a file", reason="not_a_database")
+        latest = migrations("sqlite")[-1][0]
+        try:
+            connection = self._open()
+            try:
+                row = connection.execute(self._queries["schema_version"]).fetchone()
+            finally:
+                connection.close()
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise _translate(exc, f"opening {self.path}") from exc
+            raise InvalidInput(
+                f"{self.path} is not an effectledger database", reason="not_a_database"
+            ) from exc
+        except sqlite3.DatabaseError as exc:
+            raise InvalidInput(
+                f"{self.path} is not an SQLite database", reason="not_a_database"
+            ) from exc
+        if row is None or row[0] is None or row[0] < latest:
+            raise InvalidInput(
+                f"the ledger schema of {self.path} is behind; run `effectledger migrate`",
+                reason="schema_behind",
+            )
+
     def _connect(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0
-            )
+            connection = self._open()
             connection.row_factory = sqlite3.Row
             connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             connection.execute("PRAGMA foreign_keys = ON")

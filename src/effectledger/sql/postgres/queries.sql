@@ -10,6 +10,10 @@
 -- Identifiers never contain '|', so the joined key is unambiguous.
 SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(scope)s, 0));
 
+-- name: schema_version
+-- The newest migration applied; opening an existing ledger without migrating checks it.
+SELECT max(version) AS version FROM schema_migrations;
+
 -- name: operation_insert
 -- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (

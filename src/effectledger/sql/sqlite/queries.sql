@@ -7,6 +7,10 @@
 -- the database's only write lock, so this only names the parameters.
 SELECT :tenant_id AS tenant_id, :scope AS scope;
 
+-- name: schema_version
+-- The newest migration applied; opening an existing ledger without migrating checks it.
+SELECT max(version) AS version FROM schema_migrations;
+
 -- name: operation_insert
 -- The inserted row, or no row if the operation id is taken (then read the one that is).
 INSERT INTO operations (

@@ -1,0 +1,83 @@
+"""The ``effectledger`` command: demo, migrate, status, recover and audit.
+
+Each command group is one module exposing ``register(commands)``, which adds its parsers and
+gives each a ``handler(args, out) -> exit code`` with ``set_defaults``. Adding a command is one
+module and one line in :data:`COMMAND_GROUPS`.
+
+Exit codes: 0 success; 1 an effectledger error, printed on standard error as one line
+``error [code]: message`` with the error's stable code; 2 a usage error; 3 ``status`` found an
+operation whose outcome is still uncertain (only with ``--fail-on-uncertain``); 130 interrupted.
+No traceback reaches the user: an unexpected failure is reported as
+``error [effectledger_error]: ...`` (set ``EFFECTLEDGER_DEBUG=1`` to see the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from effectledger.cli import audit, demo, ledger
+from effectledger.cli.options import Commands
+from effectledger.cli.output import Output
+from effectledger.errors import EffectLedgerError
+
+__all__ = ["COMMAND_GROUPS", "CommandGroup", "Handler", "build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace, Output], int]
+"""What ``set_defaults(handler=...)`` holds: run the parsed command, return its exit code."""
+
+
+class CommandGroup(Protocol):
+    """A module that adds one group of commands to the ``effectledger`` parser."""
+
+    def register(self, commands: Commands) -> None:
+        """Add this group's parsers, each with ``set_defaults(handler=...)``."""
+        ...
+
+
+COMMAND_GROUPS: tuple[CommandGroup, ...] = (demo, ledger, audit)
+"""The modules whose ``register`` adds the top-level commands, in help order."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``effectledger`` command."""
+    parser = argparse.ArgumentParser(
+        prog="effectledger",
+        description="A durable ledger for an AI agent's consequential tool calls.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in COMMAND_GROUPS:
+        group.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    out = Output(json_mode=getattr(args, "json", False), wide=getattr(args, "wide", False))
+    try:
+        return handler(args, out)
+    except EffectLedgerError as exc:
+        out.error(exc.code, exc.message)
+        return 1
+    except KeyboardInterrupt:
+        out.line("stopped", err=True)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep the interpreter's final
+        # flush from failing again on the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # the last line of defence: never a traceback
+        if os.environ.get("EFFECTLEDGER_DEBUG"):
+            raise
+        out.error(
+            EffectLedgerError.code,
+            f"unexpected {type(exc).__name__}: {exc} (set EFFECTLEDGER_DEBUG=1 for details)",
+        )
+        return 1

@@ -1,0 +1,274 @@
+"""``audit``: read the trail, explain it, show checkpoints and verify bundles.
+
+The commands that keep the log (keygen, seal, rotate-key, export, prove) live in
+:mod:`effectledger.cli.audit_log`; this module adds the ``audit`` group and the reading ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from effectledger.audit.bundle import read_events
+from effectledger.audit.chain import verify_chain
+from effectledger.audit.explain import explain
+from effectledger.audit.keys import parse_verifiers
+from effectledger.audit.reading import latest_checkpoint, operation_events
+from effectledger.audit.verify import VerificationReport, verify_bundle
+from effectledger.cli import audit_log
+from effectledger.cli.ledger import OPERATOR, operation_document
+from effectledger.cli.options import (
+    Commands,
+    add_db,
+    add_json,
+    add_wide,
+    open_existing,
+    read_text_file,
+)
+from effectledger.cli.output import Output, jsonable
+from effectledger.errors import ExportFailed, InvalidInput, NotFound
+from effectledger.ledger import Ledger
+from effectledger.model import AuditEvent, Context, validate_identifier
+
+__all__ = ["events_rows", "register"]
+
+MAX_FINDINGS_SHOWN = 50
+
+
+def register(commands: Commands) -> None:
+    """Add the ``audit`` group and its sub-commands."""
+    audit = commands.add_parser(
+        "audit",
+        help="read, seal, export, verify and explain the audit trail",
+        description="The audit trail's evidence: hash-chained events, per-tenant Merkle logs "
+        "with signed checkpoints, bundles a reviewer verifies offline. Commands given --db "
+        "open an existing ledger only.",
+    )
+    actions = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+
+    trail = actions.add_parser(
+        "trail",
+        help="print one operation's audit trail",
+        description="Print the operation's events and verify its hash chain up to the head "
+        "the operation row records.",
+    )
+    add_db(trail)
+    trail.add_argument("--tenant", required=True, help="tenant id")
+    trail.add_argument("operation_id", help="the operation")
+    add_json(trail)
+    add_wide(trail)
+    trail.set_defaults(handler=_trail)
+
+    audit_log.register(actions)
+
+    checkpoint = actions.add_parser(
+        "checkpoint",
+        help="print a tenant's latest signed checkpoint",
+        description="Print the latest signed checkpoint so a reviewer can keep it and later "
+        "check that history only grew (verify --checkpoint).",
+    )
+    add_db(checkpoint)
+    checkpoint.add_argument("--tenant", required=True, help="tenant id")
+    checkpoint.add_argument("--out", type=Path, help="write it to this file instead")
+    add_json(checkpoint)
+    checkpoint.set_defaults(handler=_checkpoint)
+
+    verify = actions.add_parser(
+        "verify",
+        help="verify a bundle offline",
+        description="Check a bundle's signatures, consistency, hash chains and Merkle roots "
+        "with no database, naming every finding by a stable code.",
+    )
+    verify.add_argument("--bundle", type=Path, required=True, help="the bundle or receipt file")
+    verify.add_argument(
+        "--key",
+        action="append",
+        required=True,
+        metavar="VERIFIER_KEY",
+        help="a trusted verifier key string (repeat for several)",
+    )
+    verify.add_argument(
+        "--checkpoint",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="a signed checkpoint kept from earlier that the bundle must extend (repeatable)",
+    )
+    add_json(verify)
+    verify.set_defaults(handler=_verify)
+
+    explain_ = actions.add_parser(
+        "explain",
+        help="explain an operation in plain language, citing its events",
+        description="Tell what the audit trail says happened to one operation; every sentence "
+        "cites the event it rests on. Reads the database, or a bundle verified first.",
+    )
+    add_db(explain_)
+    explain_.add_argument("--tenant", help="tenant id (required with --db)")
+    explain_.add_argument("--bundle", type=Path, help="explain from this bundle instead")
+    explain_.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VERIFIER_KEY",
+        help="with --bundle: a trusted verifier key string (repeatable)",
+    )
+    explain_.add_argument("operation_id", help="the operation")
+    add_json(explain_)
+    explain_.set_defaults(handler=_explain)
+
+
+def events_rows(out: Output, events: list[AuditEvent]) -> list[tuple[str, ...]]:
+    """The rows of an audit trail table: sequence, event, actor, attempt, evidence."""
+    return [
+        (
+            str(event.sequence),
+            event.event_type,
+            event.actor,
+            out.short(event.attempt_id),
+            out.short_reference(event.evidence_reference),
+        )
+        for event in events
+    ]
+
+
+EVENT_COLUMNS = ("seq", "event", "actor", "attempt", "evidence")
+
+
+def _trail(args: argparse.Namespace, out: Output) -> int:
+    store = open_existing(args.db)
+    try:
+        ledger = Ledger(store)
+        context = Context(tenant_id=args.tenant, actor_id=OPERATOR)
+        operation = ledger.get(context, args.operation_id)
+        events = ledger.events(context, args.operation_id)
+    finally:
+        store.close()
+    verify_chain(events, head=operation.last_event_hash)
+    if out.json_mode:
+        out.json(
+            {
+                "operation": operation_document(operation),
+                "events": events,
+                "chain_verified": True,
+            }
+        )
+        return 0
+    out.table(
+        f"Audit trail of {out.short(args.operation_id)}",
+        EVENT_COLUMNS,
+        events_rows(out, events),
+        no_wrap=("event", "actor", "attempt"),
+    )
+    out.line(f"Hash chain verified over {len(events)} events; state {operation.state}.")
+    return 0
+
+
+def _checkpoint(args: argparse.Namespace, out: Output) -> int:
+    tenant_id = validate_identifier(args.tenant, "tenant_id")
+    store = open_existing(args.db)
+    try:
+        stored = latest_checkpoint(store, tenant_id)
+    finally:
+        store.close()
+    if stored is None:
+        raise NotFound(f"{tenant_id}'s log has no checkpoint yet")
+    if args.out is not None:
+        try:
+            Path(args.out).write_text(stored.note, "utf-8")
+        except OSError as exc:
+            raise ExportFailed(f"cannot write {args.out}: {exc.strerror}") from exc
+    if out.json_mode:
+        out.json(
+            {
+                "tenant_id": stored.tenant_id,
+                "seq": stored.seq,
+                "size": stored.size,
+                "root_hash": stored.root_hash,
+                "note": stored.note,
+                "path": None if args.out is None else str(args.out),
+            }
+        )
+    elif args.out is None:
+        out.lines(stored.note)
+    else:
+        out.line(
+            f"checkpoint #{stored.seq} of {tenant_id} (size {stored.size}) written to {args.out}"
+        )
+    return 0
+
+
+def _print_report(out: Output, report: VerificationReport) -> None:
+    if out.json_mode:
+        out.json({**jsonable(report), "ok": report.ok})
+        return
+    for finding in report.findings[:MAX_FINDINGS_SHOWN]:
+        out.line(f"finding [{finding.code}]: {finding.message}", err=True)
+    hidden = len(report.findings) - MAX_FINDINGS_SHOWN
+    if hidden > 0:
+        out.line(f"... and {hidden} more finding(s)", err=True)
+    if report.ok:
+        what = "log" if report.kind == "log" else "receipt"
+        out.line(
+            f"verified {what} of tenant {report.tenant_id}: {report.events} event(s) of "
+            f"{report.operations} operation(s), {report.checkpoints} checkpoint(s), tree size "
+            f"{report.size}, root {report.root_hash}, signed by {', '.join(report.signers)}"
+        )
+
+
+def _bundle_file(path: Path) -> None:
+    if not path.is_file():
+        raise InvalidInput(f"no bundle file {path}")
+
+
+def _verify(args: argparse.Namespace, out: Output) -> int:
+    kept = [read_text_file(Path(path), "checkpoint file") for path in args.checkpoint]
+    _bundle_file(args.bundle)
+    report = verify_bundle(args.bundle, parse_verifiers(args.key), trusted_checkpoints=kept)
+    _print_report(out, report)
+    report.raise_for_findings()
+    return 0
+
+
+def _explain(args: argparse.Namespace, out: Output) -> int:
+    validate_identifier(args.operation_id, "operation_id")
+    if args.bundle is not None:
+        if not args.key:
+            raise InvalidInput("explaining from a bundle needs --key to verify it first")
+        _bundle_file(args.bundle)
+        report = verify_bundle(args.bundle, parse_verifiers(args.key))
+        if not (out.json_mode and report.ok):
+            _print_report(out, report)
+        report.raise_for_findings()
+        events = read_events(args.bundle, args.operation_id)
+        if not events:
+            raise NotFound(f"the bundle holds no event of operation {args.operation_id}")
+    else:
+        if not args.tenant:
+            raise InvalidInput("explain needs --tenant with --db (or --bundle)")
+        store = open_existing(args.db)
+        try:
+            events = operation_events(store, args.tenant, args.operation_id)
+        finally:
+            store.close()
+        if not events:
+            raise NotFound(f"no events of operation {args.operation_id}")
+    sentences = explain(events)
+    if args.bundle is None:
+        verify_chain(events)
+    if out.json_mode:
+        out.json(
+            {
+                "operation_id": args.operation_id,
+                "sentences": sentences,
+                "events": len(events),
+                "chain_verified": True,
+            }
+        )
+        return 0
+    for sentence in sentences:
+        out.line(sentence.render())
+    if args.bundle is None:
+        out.line(f"hash chain verified over {len(events)} event(s)")
+    return 0

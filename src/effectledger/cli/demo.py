@@ -1,0 +1,192 @@
+"""``effectledger demo``: the whole story on fresh SQLite files.
+
+An agent proposes a refund of 30; policy requires approval; a reviewer approves that digest; the
+agent's edit to 35 is refused; the dispatch performs the refund and loses the reply; a repeated
+call makes no new attempt; recovery asks the receiver and reconciles. Tables show the proposal,
+the approval, the operation, the capacity and the audit trail, with the receiver's own count.
+
+The demo's clock starts one recovery interval before the real time and is advanced by that
+interval for recovery, so its events are stamped in the recent past and ``audit seal`` run
+afterwards reports waits of about a minute, as they were.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from effectledger.actions import ActionRegistry
+from effectledger.audit.chain import verify_chain
+from effectledger.cli.audit import EVENT_COLUMNS, events_rows
+from effectledger.cli.options import Commands, add_wide
+from effectledger.cli.output import Output
+from effectledger.clock import ManualClock, SystemClock
+from effectledger.destinations.simulated import SimulatedReceiver, SubmitMode
+from effectledger.errors import EffectLedgerError, InvalidInput
+from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.ledger import Ledger, LedgerSettings
+from effectledger.model import Context, DestinationRef
+from effectledger.service import EffectService
+from effectledger.store import open_store
+
+__all__ = ["register", "run_demo"]
+
+LEDGER_FILE = "ledger.db"
+RECEIVER_FILE = "receiver.db"
+
+
+def register(commands: Commands) -> None:
+    """Add ``demo``."""
+    demo = commands.add_parser(
+        "demo",
+        help="tell the lost-reply story on a fresh SQLite ledger",
+        description=(
+            "Admit an operation, dispatch it to a receiver that performs it and loses the reply, "
+            "repeat the tool call, recover by lookup, and print the audit trail. Creates "
+            f"{LEDGER_FILE} and {RECEIVER_FILE} in a new folder, or in --dir if it holds neither."
+        ),
+    )
+    demo.add_argument(
+        "--dir", type=Path, help="folder for the demo's files (default: a new temporary one)"
+    )
+    add_wide(demo)
+    demo.set_defaults(handler=lambda args, out: run_demo(out, args.dir))
+
+
+def _prepare(folder: Path | None) -> Path:
+    """The demo's folder, created if needed; refuses a file and never overwrites a database."""
+    if folder is None:
+        return Path(tempfile.mkdtemp(prefix="effectledger-demo-"))
+    if folder.exists() and not folder.is_dir():
+        raise InvalidInput(f"--dir {folder} is not a folder", field="dir")
+    for name in (LEDGER_FILE, RECEIVER_FILE):
+        if (folder / name).exists():
+            raise InvalidInput(
+                f"--dir {folder} already holds {name}; give a new or empty folder", field="dir"
+            )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"cannot create --dir {folder}: {exc.strerror}", field="dir") from exc
+    return folder
+
+
+def run_demo(out: Output, folder: Path | None = None) -> int:
+    """Tell the story; return the exit code (0 when every check of the story held)."""
+    folder = _prepare(folder)
+    ledger_path, receiver_path = folder / LEDGER_FILE, folder / RECEIVER_FILE
+    settings = LedgerSettings()
+    clock = ManualClock(SystemClock().now() - settings.recover_after)
+    store = open_store(f"sqlite:///{ledger_path}")
+    receiver = SimulatedReceiver(receiver_path, submit_mode=SubmitMode.ACCEPT_THEN_LOSE_REPLY)
+    try:
+        return _story(out, Ledger(store, settings=settings, clock=clock), receiver, clock)
+    finally:
+        store.close()
+        receiver.close()
+
+
+def _story(out: Output, ledger: Ledger, receiver: SimulatedReceiver, clock: ManualClock) -> int:
+    v = out.value
+    orders = OrderBook()
+    destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
+    service = EffectService(
+        ledger, ActionRegistry([refund_action(orders=orders, destination=destination)]), [receiver]
+    )
+    agent = Context(tenant_id="acme", actor_id="support-agent-7", roles=frozenset({"agent"}))
+    reviewer = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
+    out.styled(f"[bold]effectledger demo[/bold]: ledger {v(ledger.store.url)}")
+    out.styled(f"receiver {v(receiver.path)} (performs, then loses its reply)")
+
+    refund = {"order_id": "ord-1001", "amount_minor": 30, "currency": "EUR", "reason": "damaged"}
+    proposal = service.propose(agent, "refund_order", refund)
+    out.styled(
+        f"1. The agent proposes a refund of 30 EUR minor units on ord-1001: proposal "
+        f"{v(out.short(proposal.proposal_id))}, digest {v(out.short(proposal.digest))}"
+    )
+    decision = service.registry.get("refund_order").policy.decide(agent, proposal, clock.now())
+    out.styled(f"2. Policy {v(decision.policy_version)} says: {v(decision.tier)}")
+    approval = service.approve(reviewer, proposal.proposal_id, digest=proposal.digest)
+    out.styled(
+        f"3. Reviewer rita approves exactly that digest: {v(out.short(approval.approval_id))}"
+    )
+
+    edited = service.propose(agent, "refund_order", {**refund, "amount_minor": 35})
+    refused = service.perform(agent, edited.proposal_id, approval_id=approval.approval_id)
+    out.styled(
+        f"4. The agent edits the amount to 35 and presents rita's approval: "
+        f"[red]{v(refused.outcome)} ({v(refused.reason)})[/red], receiver effects: "
+        f"{receiver.counts().effects}"
+    )
+
+    first = service.perform(agent, proposal.proposal_id, approval_id=approval.approval_id)
+    usage = service.authority.capacity(agent, "refunds")
+    out.styled(
+        f"5. The approved refund is admitted and dispatched; the reply is lost: "
+        f"[yellow]{v(first.state)}[/yellow] (uncertain: {first.uncertain}); "
+        f"held {usage.held}, committed {usage.committed}"
+    )
+    operation_id = proposal.operation_id
+    tool = service.dispatch_tool(agent, operation_id)
+    again = tool.invoke()
+    out.styled(
+        f"6. The agent calls the dispatch tool again: [yellow]{v(again.state)}[/yellow], no new "
+        f"attempt (receiver saw {receiver.counts().submissions} submission)"
+    )
+    try:
+        tool.invoke({"amount_minor": 3000})
+    except EffectLedgerError as exc:
+        out.styled(f"7. A call that smuggles an amount is refused: [red]{v(exc.code)}[/red]")
+
+    clock.advance(ledger.settings.recover_after)
+    reconciled = service.reconcile(agent, operation_id)
+    usage = service.authority.capacity(agent, "refunds")
+    out.styled(
+        f"8. {int(ledger.settings.recover_after.total_seconds())} s later (demo clock) recovery "
+        f"looks up the persisted key: [green]{v(reconciled.state)}[/green], provider reference "
+        f"{v(reconciled.provider_reference)}; held {usage.held}, committed {usage.committed}"
+    )
+
+    operation = ledger.get(agent, operation_id)
+    consumed = service.authority.approval_consumed_by(agent, approval.approval_id)
+    facts = {
+        "Proposal": [
+            ("proposal", out.short(proposal.proposal_id)),
+            ("proposer", proposal.proposer_id),
+            ("action", f"{proposal.action} ({proposal.contract_version})"),
+            ("target", f"{proposal.target} at {proposal.resource_version}"),
+            ("arguments", str(dict(proposal.arguments))),
+            ("digest", out.short(proposal.digest)),
+        ],
+        "Approval": [
+            ("approval", out.short(approval.approval_id)),
+            ("approver", approval.approver_id),
+            ("digest", out.short(approval.digest)),
+            ("consumed by", out.short(consumed)),
+        ],
+        "Operation": [
+            ("operation", out.short(operation.operation_id)),
+            ("state", str(operation.state)),
+            ("idempotency key", out.short(operation.idempotency_key)),
+            ("provider reference", out.short(operation.provider_reference)),
+            ("capacity", f"refunds: held {usage.held}, committed {usage.committed}"),
+        ],
+    }
+    for title, rows in facts.items():
+        out.table(title, ("field", "value"), rows, header=False, no_wrap=("field",))
+    events = ledger.events(agent, operation_id)
+    verify_chain(events, head=operation.last_event_hash)
+    out.table(
+        f"Audit trail of {out.short(operation_id)}",
+        EVENT_COLUMNS,
+        events_rows(out, events),
+        no_wrap=("event", "actor", "attempt"),
+    )
+    counts = receiver.counts()
+    out.styled(
+        f"Hash chain verified over {len(events)} events. Receiver's own count: "
+        f"{counts.submissions} submission, {counts.lookups} lookup, "
+        f"[bold]{counts.effects} effect[/bold]."
+    )
+    ok = counts.effects == 1 and refused.reason == "digest_mismatch"
+    return 0 if ok else 1

@@ -1,0 +1,213 @@
+"""``migrate``, ``status`` and ``recover``: the ledger's schema, its operations, and recovery."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
+from effectledger.cli.output import Output, jsonable
+from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
+from effectledger.ledger import Ledger
+from effectledger.model import Context, Operation
+from effectledger.recovery import RecoveryReport, RecoveryWorker
+from effectledger.store import open_store
+from effectledger.store.queries import migrations
+
+__all__ = ["EXIT_UNCERTAIN", "operation_document", "register"]
+
+OPERATOR = "operator"
+EXIT_UNCERTAIN = 3
+"""``status --fail-on-uncertain`` exits with this when an operation shown is uncertain."""
+
+
+def register(commands: Commands) -> None:
+    """Add ``migrate``, ``status`` and ``recover``."""
+    migrate = commands.add_parser(
+        "migrate",
+        help="create the ledger schema or bring it up to date",
+        description="Apply the pending schema migrations to the store, each once even when "
+        "several processes migrate at the same time. The only command besides demo that "
+        "creates a database.",
+    )
+    add_db(migrate)
+    add_json(migrate)
+    migrate.set_defaults(handler=_migrate)
+
+    status = commands.add_parser(
+        "status",
+        help="show a tenant's operations or one operation",
+        description="List a tenant's operations (or show one), marking every outcome that is "
+        "still uncertain. Reads an existing ledger only.",
+    )
+    add_db(status)
+    status.add_argument("--tenant", required=True, help="tenant id")
+    status.add_argument("operation_id", nargs="?", help="one operation to show")
+    status.add_argument("--limit", type=int, default=50, help="operations to list (default 50)")
+    status.add_argument(
+        "--fail-on-uncertain",
+        action="store_true",
+        help=f"exit {EXIT_UNCERTAIN} if any operation shown is still uncertain",
+    )
+    add_json(status)
+    add_wide(status)
+    status.set_defaults(handler=_status)
+
+    recover = commands.add_parser(
+        "recover",
+        help="reconcile uncertain operations by asking the destination",
+        description="Look up each due uncertain operation at the simulated receiver by its "
+        "persisted key and record the answer; never resubmits. Opens an existing ledger and "
+        "an existing receiver file only.",
+    )
+    add_db(recover)
+    recover.add_argument(
+        "--receiver",
+        required=True,
+        help="path of the simulated receiver's existing SQLite file to look up",
+    )
+    recover.add_argument("--account", default="acct-demo", help="receiver account id")
+    recover.add_argument(
+        "--endpoint", default="https://receiver.invalid/v1/effects", help="receiver endpoint"
+    )
+    mode = recover.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--once", action="store_true", help="one pass over what is due, then exit")
+    mode.add_argument("--loop", action="store_true", help="keep recovering until interrupted")
+    recover.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between passes with --loop"
+    )
+    recover.add_argument("--limit", type=int, default=100, help="attempts per pass (default 100)")
+    add_json(recover)
+    recover.set_defaults(handler=_recover)
+
+
+def _migrate(args: argparse.Namespace, out: Output) -> int:
+    store = open_store(args.db, migrate=False)
+    try:
+        applied = store.migrate()
+        latest = migrations(store.dialect)[-1][0]
+    finally:
+        store.close()
+    if out.json_mode:
+        out.json({"applied": applied, "version": latest})
+    elif applied:
+        names = ", ".join(f"{version:04d}" for version in applied)
+        out.line(f"applied migration(s) {names}; schema at version {latest}")
+    else:
+        out.line(f"schema already at version {latest}; nothing to apply")
+    return 0
+
+
+def operation_document(operation: Operation) -> dict[str, Any]:
+    """An operation as JSON data, with ``uncertain`` spelled out."""
+    document: dict[str, Any] = jsonable(operation)
+    document["uncertain"] = operation.state.uncertain
+    return document
+
+
+def _operations_table(out: Output, operations: Sequence[Operation]) -> None:
+    rows = [
+        (
+            out.short(op.operation_id),
+            op.state.value + (" (uncertain)" if op.state.uncertain else ""),
+            op.requester_id,
+            f"{op.command.action} ({op.command.contract_version})",
+            out.short(op.provider_reference),
+            str(op.version),
+        )
+        for op in operations
+    ]
+    out.table(
+        "Operations",
+        ("operation", "state", "requester", "action", "provider ref", "version"),
+        rows,
+        no_wrap=("operation", "provider ref"),
+    )
+
+
+def _status(args: argparse.Namespace, out: Output) -> int:
+    positive(args.limit, "--limit")
+    store = open_existing(args.db)
+    try:
+        ledger = Ledger(store)
+        context = Context(tenant_id=args.tenant, actor_id=OPERATOR)
+        if args.operation_id:
+            operations = [ledger.get(context, args.operation_id)]
+        else:
+            operations = ledger.list_operations(context, limit=args.limit)
+    finally:
+        store.close()
+    uncertain = [op.operation_id for op in operations if op.state.uncertain]
+    if out.json_mode:
+        out.json({"operations": [operation_document(op) for op in operations]})
+    else:
+        _operations_table(out, operations)
+        if uncertain:
+            out.line(f"{len(uncertain)} operation(s) uncertain: the effect may have happened.")
+    return EXIT_UNCERTAIN if uncertain and args.fail_on_uncertain else 0
+
+
+def _report_document(report: RecoveryReport) -> dict[str, Any]:
+    return {
+        "due": report.due,
+        "looked_up": report.looked_up,
+        "resolved": [
+            {"tenant_id": tenant, "operation_id": op, "state": state}
+            for tenant, op, state in report.resolved
+        ],
+        "still_unknown": [
+            {"tenant_id": tenant, "operation_id": op} for tenant, op in report.still_unknown
+        ],
+        "escalated": [{"tenant_id": tenant, "operation_id": op} for tenant, op in report.escalated],
+        "failed": [
+            {"tenant_id": tenant, "operation_id": op, "code": code}
+            for tenant, op, code in report.failed
+        ],
+    }
+
+
+def _report_line(report: RecoveryReport) -> str:
+    return (
+        f"recovery pass: due {report.due}, looked up {report.looked_up}, resolved "
+        f"{len(report.resolved)}, still unknown {len(report.still_unknown)}, escalated "
+        f"{len(report.escalated)}, failed {len(report.failed)}"
+    )
+
+
+def _recover(args: argparse.Namespace, out: Output) -> int:
+    positive(args.limit, "--limit")
+    positive(args.interval, "--interval")
+    store = open_existing(args.db)
+    try:
+        receiver = SimulatedReceiver(
+            args.receiver,
+            account_id=args.account,
+            endpoint=args.endpoint,
+            lookup_mode=LookupMode.ANSWER,
+            create=False,
+        )
+    except BaseException:
+        store.close()
+        raise
+    worker = RecoveryWorker(Ledger(store), receiver)
+    try:
+        while True:
+            report = worker.run_once(limit=args.limit)
+            if out.json_mode:
+                out.json(_report_document(report))
+            else:
+                out.line(_report_line(report))
+                for tenant, op, code in report.failed:
+                    out.line(f"failed: {tenant}/{op} [{code}]")
+            if args.once:
+                return 1 if report.failed else 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        if not out.json_mode:
+            out.line("stopped")
+        return 0
+    finally:
+        store.close()
+        receiver.close()

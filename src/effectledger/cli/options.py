@@ -1,0 +1,80 @@
+"""Arguments several commands share, and how they are checked and opened.
+
+Commands that only read or reconcile open the store with ``create=False``: a mistyped
+``--db`` or ``--receiver`` is an error, never a new empty file. Only ``migrate`` and ``demo``
+create.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TypeAlias
+
+from effectledger.errors import InvalidInput
+from effectledger.store import Store, open_store
+
+__all__ = [
+    "DEFAULT_DB",
+    "Commands",
+    "add_db",
+    "add_json",
+    "add_wide",
+    "open_existing",
+    "positive",
+    "read_text_file",
+]
+
+DEFAULT_DB = "sqlite:///effectledger.db"
+
+# A string: argparse's class cannot be subscripted at run time.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""The sub-parsers a command group's ``register`` adds its commands to."""
+
+
+def add_db(parser: argparse.ArgumentParser) -> None:
+    """``--db URL``, defaulting to ``$EFFECTLEDGER_DB``."""
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("EFFECTLEDGER_DB", DEFAULT_DB),
+        help="store URL: sqlite:///path.db or postgresql://... "
+        "(default: $EFFECTLEDGER_DB or %(default)s)",
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """``--json``: print one JSON document per result instead of text."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (one document per line, ASCII-escaped) instead of text",
+    )
+
+
+def add_wide(parser: argparse.ArgumentParser) -> None:
+    """``--wide``: show ids and digests in full in tables."""
+    parser.add_argument(
+        "--wide", action="store_true", help="show ids and digests in full instead of shortened"
+    )
+
+
+def open_existing(url: str) -> Store:
+    """Open the ledger at ``url`` only if it exists with the current schema; create nothing."""
+    return open_store(url, create=False)
+
+
+def positive(value: float, option: str) -> None:
+    """Raise :class:`InvalidInput` unless ``value`` is greater than zero."""
+    if not value > 0:
+        raise InvalidInput(f"{option} must be greater than 0, not {value}", field=option)
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path``; a missing, unreadable or binary file is :class:`InvalidInput`."""
+    try:
+        return path.read_text("utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{what} {path} is not UTF-8 text") from exc
