@@ -1,8 +1,10 @@
 """Frozen records and enums shared by every part of effectledger.
 
-Records are plain frozen dataclasses with keyword-only fields: they are built on the hot path
-(a replayed tool call reads one), so they carry no validation cost. Input that comes from outside
-is validated where it enters (:mod:`effectledger.canonical`, the ledger's admission checks).
+Records are plain frozen dataclasses with keyword-only fields. Those built from stored rows on
+the hot path (a replayed tool call reads one) validate nothing of their own; a :class:`Context`,
+which comes from the host's authentication, checks its identifiers when it is built. Other input
+from outside is validated where it enters (:mod:`effectledger.canonical`, the ledger's admission
+checks).
 """
 
 from __future__ import annotations

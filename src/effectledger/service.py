@@ -17,7 +17,6 @@ from typing import Any
 
 from effectledger.actions import ActionRegistry
 from effectledger.authority import Approval, Authority, Correlation, Proposal
-from effectledger.callers.tools import DispatchTool
 from effectledger.destinations import Destination
 from effectledger.errors import AdmissionDenied, DestinationMismatch, NotFound
 from effectledger.executor import Executor
@@ -271,11 +270,6 @@ class EffectService:
             raise DestinationMismatch(
                 "no destination adapter is bound to that account and endpoint"
             ) from None
-
-    def dispatch_tool(self, context: Context, operation_id: str) -> DispatchTool:
-        """The model-facing tool bound to one admitted operation of ``context``."""
-        operation = self.ledger.get(context, operation_id)
-        return DispatchTool(self.executor_for(operation.destination), context, operation_id)
 
 
 def _denied(reason: str, trace: _Trace) -> EffectResult:

@@ -14,6 +14,7 @@ from effectledger.errors import ToolArgumentsRejected
 from effectledger.executor import Executor
 from effectledger.model import Context, DispatchResult
 from effectledger.model import validate_identifier as _validate
+from effectledger.service import EffectService
 
 __all__ = ["DispatchTool"]
 
@@ -36,6 +37,14 @@ class DispatchTool:
         self._executor = executor
         self._context = context
         self._operation_id = _validate(operation_id, "operation_id")
+
+    @classmethod
+    def for_operation(
+        cls, service: EffectService, context: Context, operation_id: str
+    ) -> DispatchTool:
+        """The tool bound to one admitted operation of ``context``, through its executor."""
+        operation = service.ledger.get(context, operation_id)
+        return cls(service.executor_for(operation.destination), context, operation_id)
 
     @staticmethod
     def json_schema() -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from effectledger.actions import ActionRegistry
 from effectledger.audit.chain import verify_chain
+from effectledger.callers.tools import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
 from effectledger.cli.output import Output
@@ -127,7 +128,7 @@ def _story(out: Output, ledger: Ledger, receiver: SimulatedReceiver, clock: Manu
         f"held {usage.held}, committed {usage.committed}"
     )
     operation_id = proposal.operation_id
-    tool = service.dispatch_tool(agent, operation_id)
+    tool = DispatchTool.for_operation(service, agent, operation_id)
     again = tool.invoke()
     out.styled(
         f"6. The agent calls the dispatch tool again: [yellow]{v(again.state)}[/yellow], no new "
