@@ -25,6 +25,7 @@ __all__ = [
     "EventType",
     "Transition",
     "implied_state",
+    "render_markdown",
     "transition",
 ]
 
@@ -323,3 +324,46 @@ def implied_state(event_types: Iterable[str]) -> OperationState | None:
         if row.to_state is not None:
             state = row.to_state
     return state
+
+
+def render_markdown() -> str:
+    """The state diagram and the event list as Markdown, generated from :data:`TRANSITIONS`.
+
+    ``docs/states.md`` holds exactly this text between its markers (a test compares them).
+    """
+    lines = ["```mermaid", "stateDiagram-v2"]
+    seen: set[tuple[str, str, str]] = set()
+    for row in TRANSITIONS:
+        if row.to_state is None:
+            continue
+        for state in sorted(row.from_states, key=lambda s: "" if s is None else s.value):
+            edge = ("[*]" if state is None else state.value, row.to_state.value, row.step)
+            if edge not in seen:
+                seen.add(edge)
+                lines.append(f"    {edge[0]} --> {edge[1]}: {edge[2]}")
+    lines += ["```", "", "| event | step | from | to | by | meaning |", "|---|---|---|---|---|---|"]
+    for row in TRANSITIONS:
+        origin = ", ".join(
+            "(before admission)" if state is None else state.value
+            for state in sorted(row.from_states, key=lambda s: "" if s is None else s.value)
+        )
+        if row.from_states == frozenset({None, *OperationState}):
+            origin = "any"
+        elif row.from_states == frozenset(OperationState):
+            origin = "any admitted state"
+        target = "unchanged" if row.to_state is None else row.to_state.value
+        lines.append(
+            f"| `{row.event.value}` | {row.step} | {origin} | {target} | {row.actor} | "
+            f"{row.meaning} |"
+        )
+    lines += [
+        "",
+        "Capacity: "
+        + ", ".join(sorted(s.value for s in HOLDING))
+        + " hold their units; "
+        + ", ".join(sorted(s.value for s in COMMITTING))
+        + " commits them; "
+        + ", ".join(sorted(s.value for s in FREEING))
+        + " free them.",
+    ]
+    return "\n".join(lines) + "\n"
