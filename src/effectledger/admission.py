@@ -15,7 +15,7 @@ from typing import Any
 
 from effectledger.actions import Action
 from effectledger.ledger import Ledger, lock_scope, lock_trail, new_id
-from effectledger.model import Command, Context, Operation, to_micros
+from effectledger.model import Command, Context, Operation, PreparedAttempt, to_micros
 from effectledger.policy import Decision, Tier
 from effectledger.proposals import Approval, Proposal, approval_from_row
 from effectledger.rows import operation_from_row
@@ -35,10 +35,15 @@ class Denial:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """The operation admitted for a proposal; ``replayed`` when an earlier call admitted it."""
+    """The operation admitted for a proposal; ``replayed`` when an earlier call admitted it.
+
+    ``claim`` is the committed claim when the admission also claimed the operation in its own
+    transaction (only this call may submit it), else ``None``.
+    """
 
     operation: Operation
     replayed: bool
+    claim: PreparedAttempt | None = None
 
 
 def admit_proposal(

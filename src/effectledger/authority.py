@@ -16,25 +16,35 @@ The proposal digest is ``digest("proposal", ...)`` (see :mod:`effectledger.canon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from effectledger._failpoints import crash_point
 from effectledger.actions import ActionRegistry
 from effectledger.admission import Admission, Denial, admit_proposal
 from effectledger.canonical import canonical_bytes, digest
 from effectledger.errors import (
     AdmissionDenied,
     ApprovalRefused,
+    CommitUncertain,
     ConcurrentModification,
     ConstraintViolation,
     InvalidInput,
     NotFound,
     OperationIdTaken,
+    StorageError,
     TamperedProposal,
 )
-from effectledger.ledger import Ledger, lock_scope, lock_trail, new_id, validate_operation_id
-from effectledger.model import Context, Operation, to_micros, validate_identifier
+from effectledger.ledger import (
+    DISPATCH_WORKER,
+    Ledger,
+    lock_scope,
+    lock_trail,
+    new_id,
+    validate_operation_id,
+)
+from effectledger.model import Context, DestinationRef, Operation, to_micros, validate_identifier
 from effectledger.proposals import (
     Approval,
     CapacityUsage,
@@ -50,6 +60,7 @@ __all__ = ["Admission", "Approval", "Authority", "CapacityUsage", "Correlation",
 
 T = TypeVar("T")
 _WRITE_ATTEMPTS = 3
+_SETTLE_PASSES = 2  # admissions whose COMMIT was lost before reaching the server
 MAX_APPROVAL_LIFETIME = timedelta(days=366)
 MAX_REASON_LENGTH = 500
 MAX_UNITS = 2**53 - 1  # what every JSON reader holds exactly
@@ -332,6 +343,8 @@ class Authority:
         *,
         approval_id: str | None = None,
         tenant_id: str | None = None,
+        claim_for: Collection[DestinationRef] = (),
+        executor_id: str = DISPATCH_WORKER,
     ) -> Admission:
         """Admit the proposal, or find the operation an earlier identical call admitted.
 
@@ -341,6 +354,11 @@ class Authority:
         :class:`AdmissionDenied` with a stable reason, leaves no operation and no consumption,
         and is recorded as an ``AdmissionDenied`` event on the proposal's trail in the same
         transaction. Concurrent calls for one proposal serialize on its trail.
+
+        With ``claim_for``, an operation admitted now whose destination is one of those is also
+        claimed in the admission's transaction (its expiry, resource version and permission were
+        just checked there): ``Admission.claim`` is then the committed claim to submit, saving
+        the executor a transaction of its own. A replay claims nothing.
         """
         if tenant_id is not None and tenant_id != context.tenant_id:
             raise AdmissionDenied(
@@ -376,8 +394,10 @@ class Authority:
         action = self.registry.get(proposal.action)
         # Application callback: read before the transaction, compared inside it.
         current_version = action.resource_version(context, proposal.target)
-        outcome = self._write(
-            lambda tx: admit_proposal(
+        claim = proposal.destination in claim_for
+
+        def body(tx: Transaction, attempt_id: str) -> Admission | Denial:
+            admitted = admit_proposal(
                 tx,
                 self.ledger,
                 context,
@@ -386,12 +406,57 @@ class Authority:
                 approval_id,
                 current_version,
                 self._now(),
-            ),
-            "admit",
-        )
+            )
+            if not claim or isinstance(admitted, Denial) or admitted.replayed:
+                return admitted
+            prepared = self.ledger.claim_in(
+                tx,
+                context,
+                proposal.operation_id,
+                attempt_id=attempt_id,
+                executor_id=executor_id,
+                bound_to=proposal.destination,
+            )
+            return Admission(operation=admitted.operation, replayed=False, claim=prepared)
+
+        outcome: Admission | Denial | None = None
+        for _ in range(_SETTLE_PASSES):
+            attempt_id = new_id()
+            try:
+                outcome = self._write(lambda tx, a=attempt_id: body(tx, a), "admit")  # type: ignore[misc]
+            except CommitUncertain as exc:
+                if not claim:
+                    raise
+                outcome = self._settle(context, proposal, attempt_id, exc)
+            if outcome is not None:
+                break
+        if outcome is None:  # pragma: no cover - two admissions proven absent in a row
+            raise CommitUncertain("the admission could not be confirmed; try again")
         if isinstance(outcome, Denial):
             raise AdmissionDenied(outcome.message, reason=outcome.reason, **outcome.details)
+        if outcome.claim is not None:
+            crash_point("after_claim")
         return outcome
+
+    def _settle(
+        self, context: Context, proposal: Proposal, attempt_id: str, uncertain: CommitUncertain
+    ) -> Admission | None:
+        """An admission-and-claim whose COMMIT went unacknowledged, as a fresh read settles it.
+
+        The committed claim if it landed; the operation (claimed by nobody yet, or by another
+        call) if only someone's admission did; ``None`` if nothing was admitted, so the
+        admission can simply run again. Raises ``uncertain`` when even that cannot be read.
+        """
+        try:
+            prepared = self.ledger.committed_claim(
+                context.tenant_id, proposal.operation_id, attempt_id
+            )
+            operation = self.ledger.get(context, proposal.operation_id)
+        except NotFound:
+            return None
+        except StorageError as exc:
+            raise uncertain from exc
+        return Admission(operation=operation, replayed=prepared is None, claim=prepared)
 
     # -- dispatch-time recheck and capacity ----------------------------------------------
 

@@ -142,6 +142,13 @@ class Executor:
             return ExecutionStep(result=self.ledger.status(context, operation_id), taken=REPLAYED)
         return ExecutionStep(result=self._perform(prepared), taken=PERFORMED)
 
+    def execute_claimed(self, prepared: PreparedAttempt) -> DispatchResult:
+        """Submit a claim committed elsewhere (an admission that claimed at once) and record it.
+
+        Only the caller whose transaction committed ``prepared`` may pass it here, once.
+        """
+        return self._perform(prepared)
+
     def _binding(self) -> DestinationRef:
         """The account and endpoint this executor's destination adapter is bound to."""
         return DestinationRef(

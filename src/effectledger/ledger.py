@@ -662,6 +662,28 @@ class Ledger:
             crash_point("after_claim")
         return prepared
 
+    def claim_in(
+        self,
+        tx: Transaction,
+        context: Context,
+        operation_id: str,
+        *,
+        attempt_id: str,
+        executor_id: str = DISPATCH_WORKER,
+        bound_to: DestinationRef | None = None,
+    ) -> PreparedAttempt | None:
+        """The claim of :meth:`claim`, inside ``tx`` (for an admission that claims at once).
+
+        Nothing may be submitted before ``tx`` commits; a ``CommitUncertain`` from that commit is
+        settled with :meth:`committed_claim` under ``attempt_id``.
+        """
+        row = tx.one("operation_lock", _key(context.tenant_id, operation_id))
+        if row is None or row["requester_id"] != context.actor_id:
+            raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+        return self._claim_row(
+            tx, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
+        )
+
     def claim_or_status(
         self,
         context: Context,

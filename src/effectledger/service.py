@@ -173,7 +173,11 @@ class EffectService:
             return _result("replayed", recorded, trace)
         try:
             admission = self.authority.admit_or_replay(
-                context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
+                context,
+                proposal_id,
+                approval_id=approval_id,
+                tenant_id=tenant_id,
+                claim_for=self._executors.keys(),
             )
         except AdmissionDenied as exc:
             trace.add("reservation", f"denied:{exc.reason}")
@@ -184,6 +188,10 @@ class EffectService:
         operation = admission.operation
         trace.add("reservation", "replayed" if admission.replayed else "admitted")
         executor = self.executor_for(operation.destination)
+        if admission.claim is not None:  # admitted and claimed in one transaction: submit it
+            result = executor.execute_claimed(admission.claim)
+            trace.add("dispatch", result.state.value)
+            return _result("performed", result, trace)
         step = executor.execute_step(context, operation.operation_id)
         trace.add("dispatch", step.result.state.value)
         return _result(step.taken, step.result, trace)

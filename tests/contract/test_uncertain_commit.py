@@ -15,6 +15,7 @@ import pytest
 from effectledger import (
     CommitUncertain,
     Context,
+    DestinationRef,
     Executor,
     Ledger,
     ManualClock,
@@ -22,6 +23,9 @@ from effectledger import (
     SimulatedReceiver,
     open_store,
 )
+from effectledger.actions import ActionRegistry
+from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.service import EffectService
 from effectledger.store.postgres import PostgresStore
 from tests.conftest import admit, with_options
 from tests.cutting_proxy import Cut, CuttingProxy
@@ -163,3 +167,38 @@ def test_unverifiable_claim_raises_and_submits_nothing(
     operation = Ledger(direct_store).get(context, "op-1")
     assert operation.state is OperationState.IN_PROGRESS  # recovery will look it up
     assert _attempts(direct_store, context, "op-1") == 1
+
+
+def _refund_service(ledger: Ledger, receiver: SimulatedReceiver) -> EffectService:
+    destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
+    action = refund_action(orders=OrderBook(), destination=destination)
+    return EffectService(ledger, ActionRegistry([action]), [receiver])
+
+
+@pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST], ids=["reply", "request"])
+def test_an_admission_that_claims_at_once_settles_a_lost_commit(
+    proxied_ledger: Ledger,
+    proxy: CuttingProxy,
+    direct_store: PostgresStore,
+    receiver: SimulatedReceiver,
+    cut: Cut,
+) -> None:
+    """perform admits and claims in one transaction; a lost COMMIT is settled, one effect."""
+    service = _refund_service(proxied_ledger, receiver)
+    agent = Context(tenant_id="acme", actor_id="agent-7")
+    rita = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
+    proposal = service.propose(
+        agent, "refund_order", {"order_id": "ord-1", "amount_minor": 30, "currency": "EUR"}
+    )
+    approval = service.approve(rita, proposal.proposal_id, digest=proposal.digest)
+    proxy.arm(cut)
+
+    result = service.perform(agent, proposal.proposal_id, approval_id=approval.approval_id)
+
+    assert proxy.cuts == 1
+    assert (result.outcome, result.state) == ("performed", OperationState.SUCCEEDED)
+    counts = receiver.counts()
+    assert (counts.submissions, counts.effects) == (1, 1)
+    assert _attempts(direct_store, agent, proposal.operation_id) == 1
+    again = service.perform(agent, proposal.proposal_id, approval_id=approval.approval_id)
+    assert (again.outcome, receiver.counts().submissions) == ("replayed", 1)
