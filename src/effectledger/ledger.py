@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from effectledger.errors import (
     NotPermitted,
     TamperedCommand,
 )
+from effectledger.evidence import store_evidence
 from effectledger.model import (
     Attempt,
     AuditEvent,
@@ -853,6 +854,8 @@ class Ledger:
         nothing is written, and the attempt stays unresolved, so recovery looks it up once its
         ``recover_after`` is due.
         """
+        if observation.evidence is not None:  # the answer itself: kept with the event, below
+            observation = replace(observation, evidence_reference=observation.evidence.reference)
         if observation.outcome is Outcome.ACCEPTED and not (
             observation.provider_reference and observation.evidence_reference
         ):
@@ -871,6 +874,8 @@ class Ledger:
             row = tx.one("operation_with_attempt", attempt_key)
             if row is None or not row["attempt_present"]:
                 raise NotFound("no such operation attempt", **attempt_key)
+            if observation.evidence is not None:
+                store_evidence(tx, prepared.tenant_id, observation.evidence, now_us=self._now_us())
             if observation.observation_id is not None and tx.one(
                 "event_by_observation", {**key, "observation_id": observation.observation_id}
             ):
