@@ -112,3 +112,33 @@ def test_oversized_content_is_refused_by_the_table(store_url: str, ledger: Ledge
     )  # fmt: skip
     with pytest.raises(RAW_REFUSED):
         raw_sql(store_url, statement)
+
+
+def test_sixteen_threads_recording_identical_evidence_store_one_blob(
+    ledger: Ledger, context: Context, receiver: SimulatedReceiver, store_url: str
+) -> None:
+    """Sixteen records racing with byte-identical evidence all commit, each event names the one
+    blob, and the table holds a single row."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    prepared = []
+    for number in range(16):
+        admit(ledger, context, receiver, f"op-{number}")
+        claim = ledger.claim(context, f"op-{number}", attempt_id=f"a-{number}")
+        assert claim is not None
+        prepared.append(claim)
+    barrier = threading.Barrier(16)
+    observation = accepted("raced")
+
+    def record(index: int) -> OperationState:
+        barrier.wait(timeout=10)
+        return ledger.record(prepared[index], observation).state
+
+    with ThreadPoolExecutor(16) as pool:
+        states = list(pool.map(record, range(16)))
+    assert states == [OperationState.SUCCEEDED] * 16
+    assert count_rows(store_url, "evidence_blobs") == 1
+    assert observation.evidence is not None
+    where = f"evidence_reference = '{observation.evidence.reference}'"
+    assert count_rows(store_url, "audit_events", where) == 16

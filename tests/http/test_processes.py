@@ -107,6 +107,32 @@ def test_four_processes_executing_one_operation_make_one_effect(
     target.close()
 
 
+def test_four_processes_sending_one_key_get_one_effect(served: RunningReceiver) -> None:
+    """Four client processes sending the same request under one key at once leave one effect
+    at the receiver and all see the same reference."""
+    script = (
+        "import os, sys\n"
+        "from effectledger.destinations.secrets import env_secret\n"
+        "from effectledger.receiver.contract import reference_destination\n"
+        "from tests.conftest import reply_command\n"
+        "target = reference_destination(sys.argv[1],"
+        " token=env_secret('RECEIVER_TOKEN', 'Bearer {secret}'))\n"
+        "answer = target.submit(reply_command(), 'key-processes')\n"
+        "print(answer.outcome.value, answer.provider_reference)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    children = [
+        subprocess.Popen([sys.executable, "-c", script, served.url], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]  # fmt: skip
+    outputs = {child.communicate(timeout=CHILD_TIMEOUT_S)[0].strip() for child in children}
+    reference = served.store.reference("effects", "key-processes")
+    assert outputs == {f"Accepted {reference}"}
+    counts = served.store.counts()
+    assert (counts.submissions, counts.effects) == (4, 1)
+
+
 def test_executor_killed_between_send_and_record_leaves_one_effect_after_recovery(
     ledger: Ledger, context: Context, served: RunningReceiver, clock: ManualClock, store_url: str
 ) -> None:

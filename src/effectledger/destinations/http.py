@@ -116,6 +116,8 @@ class HttpDestination:
     destination binding the ledger checks before every submit and lookup. ``headers`` are sent
     with every request; :class:`~.secrets.SecretHeader` values are read per request.
     ``clock`` (monotonic seconds) measures the replay window; tests may inject one.
+    Sync calls use one connection pool per thread (:meth:`close` closes them); async calls use
+    one pool bound to the running event loop (:meth:`aclose` it before that loop ends).
     """
 
     def __init__(
