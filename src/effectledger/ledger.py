@@ -874,12 +874,12 @@ class Ledger:
             row = tx.one("operation_with_attempt", attempt_key)
             if row is None or not row["attempt_present"]:
                 raise NotFound("no such operation attempt", **attempt_key)
-            if observation.evidence is not None:
-                store_evidence(tx, prepared.tenant_id, observation.evidence, now_us=self._now_us())
             if observation.observation_id is not None and tx.one(
                 "event_by_observation", {**key, "observation_id": observation.observation_id}
             ):
                 return result_from_row(row)  # this very observation is already recorded
+            if observation.evidence is not None:
+                store_evidence(tx, prepared.tenant_id, observation.evidence, now_us=self._now_us())
             owns_state = (
                 row["active_attempt_id"] == prepared.attempt_id and row["state"] in _OWNING_STATES
             )
