@@ -159,6 +159,25 @@ def test_lookup_lag_keeps_the_operation_unknown_until_the_receiver_answers(
     target.close()
 
 
+def test_lookup_slower_than_its_deadline_is_inconclusive(
+    ledger: Ledger, context: Context, served: RunningReceiver, clock: ManualClock
+) -> None:
+    """A lookup answer later than the lookup deadline is Unknown: the operation stays
+    OUTCOME_UNKNOWN with the timeout as evidence, and a timely lookup later settles it."""
+    target = destination(served, deadline_s=0.3)
+    admit_http(ledger, context, target)
+    served.faults.drop_after_commit = 1
+    Executor(ledger, target).execute(context, "op-1")
+    served.faults.slow_lookup_s = 1.5
+    assert recover(ledger, clock, target) is OperationState.OUTCOME_UNKNOWN
+    document = last_evidence(ledger, context).document()
+    assert (document["source"], document["reason"]) == ("lookup", "ReadTimeout")
+    served.faults.slow_lookup_s = 0.0
+    assert recover(ledger, clock, target) is OperationState.SUCCEEDED
+    assert served.store.counts().effects == 1
+    target.close()
+
+
 def test_throttled_submission_is_retryable_and_performs_nothing(
     ledger: Ledger, context: Context, served: RunningReceiver
 ) -> None:
@@ -181,7 +200,7 @@ def test_key_still_in_flight_is_unknown(
     target = destination(served)
     admit_http(ledger, context, target)
     key = ledger.get(context, "op-1").idempotency_key
-    served.faults.hold_s = 1.0
+    served.faults.hold_s = 3.0
     command = ledger.get(context, "op-1").command
     first = threading.Thread(target=target.submit, args=(command, key))
     first.start()

@@ -13,7 +13,7 @@ Routes (``{collection}`` is any lower-case name, e.g. ``effects``, ``refunds``, 
 
 Fault switches (:class:`ReceiverFaults`) make the hard cases reproducible over real sockets:
 commit then drop the connection, slow reply past a deadline, 5xx after commit, 409 on key reuse
-with a different body, lookup lag, 429 with Retry-After, and a hold in ``processing``.
+with a different body, lookup lag, 429 with Retry-After, a hold in ``processing``, a slow lookup.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class ReceiverFaults:
     (422 by the draft; 409 for APIs that use it). ``lookup_lag_s``: lookups do not see an effect
     younger than this. ``throttle``: answer 429 with ``Retry-After: retry_after_s`` before doing
     anything. ``hold_s``: keep a new effect ``processing`` for that long before answering.
+    ``slow_lookup_s``: wait that long before answering a lookup.
     """
 
     drop_after_commit: int = 0
@@ -67,6 +68,7 @@ class ReceiverFaults:
     throttle: int = 0
     retry_after_s: int = 1
     hold_s: float = 0.0
+    slow_lookup_s: float = 0.0
 
     def update(self, changes: dict[str, Any]) -> None:
         """Set the named switches (unknown names raise ``KeyError``, bad types ``TypeError``)."""
@@ -172,6 +174,8 @@ def create_app(
         if not authorized(request):
             return _error(401, "unauthorized", **{"WWW-Authenticate": "Bearer"})
         row = store.find(collection, key)
+        if switches.slow_lookup_s > 0:
+            await asyncio.sleep(switches.slow_lookup_s)
         if row is None:
             return _error(404, "not_found")
         age_s = (time.time_ns() - int(row["created_ns"])) / 1e9
