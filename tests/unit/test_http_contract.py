@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -138,3 +139,35 @@ def test_url_template_percent_encodes_and_hides_the_query() -> None:
     assert built.method == "GET"
     with pytest.raises(RequestNotSent):
         prepare("http://127.0.0.1:1", "GET", "/{missing}", command=command, key="k", headers={})
+
+
+def test_sync_deadline_bounds_a_body_that_trickles_in() -> None:
+    """A response whose body keeps arriving past the deadline is Unknown (deadline_passed), even
+    though each single wait is shorter than the deadline."""
+    import time
+
+    from effectledger.destinations.http import HttpAction, HttpDestination, HttpLookup
+
+    def trickle() -> Iterator[bytes]:
+        for _ in range(10):
+            time.sleep(0.05)
+            yield b" "
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(201, content=trickle())
+
+    target = HttpDestination(
+        account_id="acct",
+        endpoint="http://127.0.0.1:1",
+        actions={"a": HttpAction(path="/x")},
+        lookup=HttpLookup(path="/x/{key}"),
+        submit_deadline_s=0.2,
+        transport=httpx.MockTransport(handler),
+    )
+    started = time.monotonic()
+    observation = target.submit(Command(action="a", contract_version="v1"), "k")
+    assert observation.outcome is Outcome.UNKNOWN
+    assert observation.evidence is not None
+    assert observation.evidence.document()["reason"] == "deadline_passed"
+    assert time.monotonic() - started < 0.45
+    target.close()

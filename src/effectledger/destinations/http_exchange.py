@@ -166,7 +166,11 @@ def _decode(headers: httpx.Headers, data: bytes) -> Any:
 def read_sync(
     client: httpx.Client, request: Prepared, timeout: httpx.Timeout, deadline_s: float
 ) -> RawAnswer:
-    """Send ``request`` and read the whole answer, within ``deadline_s`` between reads."""
+    """Send ``request`` and read the whole answer.
+
+    httpx's timeout bounds each wait (connect, write, each read); ``deadline_s`` also bounds the
+    whole body read: past it, an incomplete body raises instead of being waited for.
+    """
     ends = time.monotonic() + deadline_s
     built = client.build_request(
         request.method, request.url, headers=request.headers, content=request.content,
@@ -174,6 +178,8 @@ def read_sync(
     )  # fmt: skip
     response = client.send(built, stream=True)
     try:
+        length = response.headers.get("content-length")
+        expected = int(length) if length is not None and length.isdigit() else None
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
@@ -181,10 +187,10 @@ def read_sync(
             if size > MAX_RESPONSE_BYTES:
                 raise _TooLarge
             chunks.append(chunk)
-            if time.monotonic() > ends:
+            # Past the deadline with more to come: stop waiting. A body that is complete is
+            # still a definite answer, however late its last byte came.
+            if time.monotonic() > ends and (expected is None or size < expected):
                 raise _DeadlinePassed
-        if time.monotonic() > ends:
-            raise _DeadlinePassed
     finally:
         response.close()
     return RawAnswer(response.status_code, list(response.headers.items()), _decode(
