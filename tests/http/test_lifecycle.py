@@ -13,7 +13,7 @@ import time
 import pytest
 
 from effectledger import Context, Executor, Ledger, ManualClock, OperationState, RecoveryWorker
-from effectledger.destinations.http import HttpContract
+from effectledger.destinations.http import HttpAction, HttpContract, HttpDestination, HttpLookup
 from effectledger.model import Outcome
 from effectledger.receiver.contract import reference_destination
 from effectledger.receiver.server import RunningReceiver
@@ -254,4 +254,27 @@ def test_missing_secret_is_not_sent_and_credentials_never_reach_the_ledger(
     for table in tables:
         for row in raw_sql(store_url, f"SELECT * FROM {table}"):
             assert TOKEN not in repr(row), table
+    target.close()
+
+
+def test_body_that_cannot_be_built_is_not_sent_and_not_unknown(
+    ledger: Ledger, context: Context, served: RunningReceiver
+) -> None:
+    """A body builder that fails on the command stops the request before sending: the operation
+    is RETRY_PENDING with the reason as evidence, and the receiver saw nothing."""
+    target = HttpDestination(
+        account_id="acct-reference",
+        endpoint=served.url,
+        actions={
+            "send_support_reply": HttpAction(
+                path="/v1/effects", body=lambda command, key: {"to": command.arguments["missing"]}
+            )
+        },
+        lookup=HttpLookup(path="/v1/effects/{key}"),
+    )
+    admit_http(ledger, context, target)
+    assert Executor(ledger, target).execute(context, "op-1").state is (OperationState.RETRY_PENDING)
+    document = last_evidence(ledger, context).document()
+    assert (document["sent"], document["reason"]) == (False, "body_builder_failed")
+    assert served.store.counts().submissions == 0
     target.close()

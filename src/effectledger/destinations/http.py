@@ -222,6 +222,11 @@ class HttpDestination:
         if action is None:
             raise RequestNotSent("no_http_action")
         extra = {self.idempotency_header: key} if self.idempotency_header else {}
+        try:
+            body = action.body(command, key)
+        except Exception:
+            # A body builder that fails (a missing argument, say) fails before anything is sent.
+            raise RequestNotSent("body_builder_failed") from None
         request = prepare(
             self._endpoint,
             action.method,
@@ -230,7 +235,7 @@ class HttpDestination:
             key=key,
             headers=self.headers,
             extra_headers=extra,
-            body=action.body(command, key),
+            body=body,
         )
         return action, request
 
