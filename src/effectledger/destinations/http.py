@@ -41,6 +41,7 @@ from effectledger.destinations.http_contract import HttpContract, StatusRule
 from effectledger.destinations.http_exchange import (
     Answer,
     Prepared,
+    RawAnswer,
     RequestNotSent,
     answer_from_error,
     evidence_of,
@@ -380,7 +381,7 @@ class HttpDestination:
             outcome=Outcome.UNKNOWN, evidence=evidence_of(document, answer, self.evidence_policy)
         )
 
-    def _lookup_observation(self, request: Prepared, key: str, raw: Any) -> Observation:
+    def _lookup_observation(self, request: Prepared, key: str, raw: RawAnswer) -> Observation:
         spec = self.lookup_spec
         done = raw.status in spec.found
         if done and spec.state_field is not None:
