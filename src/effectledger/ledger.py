@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +37,7 @@ from effectledger.errors import (
     OperationIdTaken,
     TamperedCommand,
 )
+from effectledger.evidence import store_evidence
 from effectledger.model import (
     Attempt,
     AuditEvent,
@@ -986,6 +987,8 @@ class Ledger:
         nothing is written, and the attempt stays unresolved, so recovery looks it up once its
         ``recover_after`` is due.
         """
+        if observation.evidence is not None:  # the answer itself: kept with the event, below
+            observation = replace(observation, evidence_reference=observation.evidence.reference)
         if observation.outcome is Outcome.ACCEPTED and not (
             observation.provider_reference and observation.evidence_reference
         ):
@@ -1008,6 +1011,8 @@ class Ledger:
                 "event_by_observation", {**key, "observation_id": observation.observation_id}
             ):
                 return result_from_row(row)  # this very observation is already recorded
+            if observation.evidence is not None:
+                store_evidence(tx, prepared.tenant_id, observation.evidence, now_us=self._now_us())
             owns_state = (
                 row["active_attempt_id"] == prepared.attempt_id and row["state"] in _OWNING_STATES
             )

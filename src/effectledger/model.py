@@ -14,7 +14,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from effectledger.evidence import Evidence
 
 __all__ = [
     "RESOLVED_STATES",
@@ -152,13 +155,15 @@ class Observation:
 
     ``Accepted`` must carry ``provider_reference`` and ``evidence_reference``; the ledger refuses it
     otherwise. ``observation_id``, when the destination supplies a stable one, lets a replayed
-    observation be recognised in the audit trail.
+    observation be recognised in the audit trail. ``evidence``, when given, is the redacted answer
+    itself: the ledger stores it with the event and uses its reference as ``evidence_reference``.
     """
 
     outcome: Outcome
     provider_reference: str | None = None
     evidence_reference: str | None = None
     observation_id: str | None = None
+    evidence: Evidence | None = None
 
     @classmethod
     def unknown(cls, evidence_reference: str | None = None) -> Observation:

@@ -404,3 +404,12 @@ UPDATE export_cursors SET
     file_offset = %(file_offset)s,
     updated_us = %(now_us)s
 WHERE exporter_id = %(exporter_id)s AND tenant_id = %(tenant_id)s AND file_offset = %(old_offset)s;
+
+-- name: evidence_blob_insert
+-- Content-addressed: an identical answer already stored for the tenant is kept as it is.
+INSERT INTO evidence_blobs (tenant_id, sha256, media_type, size_bytes, content, stored_us)
+VALUES (%(tenant_id)s, %(sha256)s, %(media_type)s, %(size_bytes)s, %(content)s, %(now_us)s)
+ON CONFLICT (tenant_id, sha256) DO NOTHING;
+
+-- name: evidence_blob_get
+SELECT * FROM evidence_blobs WHERE tenant_id = %(tenant_id)s AND sha256 = %(sha256)s;

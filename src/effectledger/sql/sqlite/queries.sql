@@ -385,3 +385,12 @@ UPDATE export_cursors SET
     file_offset = :file_offset,
     updated_us = :now_us
 WHERE exporter_id = :exporter_id AND tenant_id = :tenant_id AND file_offset = :old_offset;
+
+-- name: evidence_blob_insert
+-- Content-addressed: an identical answer already stored for the tenant is kept as it is.
+INSERT INTO evidence_blobs (tenant_id, sha256, media_type, size_bytes, content, stored_us)
+VALUES (:tenant_id, :sha256, :media_type, :size_bytes, :content, :now_us)
+ON CONFLICT (tenant_id, sha256) DO NOTHING;
+
+-- name: evidence_blob_get
+SELECT * FROM evidence_blobs WHERE tenant_id = :tenant_id AND sha256 = :sha256;

@@ -1,0 +1,404 @@
+"""An HTTP destination: send an operation's command to a real API, ask it by key, keep its answer.
+
+Configure one :class:`HttpDestination` per account and endpoint, with one :class:`HttpAction` per
+action (method, URL template, body, classification contract) and one :class:`HttpLookup` (recovery
+knows only the key, so the lookup is per destination). Requires the ``http`` extra (httpx).
+
+What it promises:
+
+* The idempotency key goes out as the ``Idempotency-Key`` header (the IETF httpapi draft), or
+  under another name, or only in the body where an API wants it there.
+* Every answer is classified by the action's :class:`~.http_contract.HttpContract`; an error
+  before any byte was sent is a retryable rejection, never Unknown; anything after which the
+  request may have been acted on (a read timeout, a reset, an incomplete response, a passed
+  deadline, an unlisted status) is Unknown, and recovery takes over.
+* Each submit and lookup has a deadline (``submit_deadline_s``, ``lookup_deadline_s``).
+* An automatic resend happens only inside the contract's replay window (see
+  :class:`~.http_contract.HttpContract`), with the same key, URL and bytes.
+* The answer that justified an outcome goes on the observation as redacted
+  :class:`~effectledger.evidence.Evidence`; request headers (credentials) are never kept, and a
+  transport failure is kept by its class name only.
+
+Sync (:meth:`submit`, :meth:`lookup`) and async (:meth:`submit_async`, :meth:`lookup_async`)
+share the classification. A cancelled ``submit_async`` raises ``CancelledError`` to its caller:
+record the attempt as Unknown then (:meth:`effectledger.Executor.execute_async` does this for you
+by running the submission to its recorded end even when its caller is cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from effectledger.destinations.http_contract import HttpContract, StatusRule
+from effectledger.destinations.http_exchange import (
+    Answer,
+    Prepared,
+    RawAnswer,
+    RequestNotSent,
+    answer_from_error,
+    evidence_of,
+    prepare,
+    read_async,
+    read_sync,
+    reference_from,
+)
+from effectledger.destinations.secrets import SecretHeader
+from effectledger.errors import InvalidInput
+from effectledger.evidence import EvidencePolicy
+from effectledger.model import Command, Observation, Outcome
+
+__all__ = [
+    "HttpAction",
+    "HttpContract",
+    "HttpDestination",
+    "HttpLookup",
+    "LookupNotSent",
+    "StatusRule",
+]
+
+BodyBuilder = Callable[[Command, str], Any]
+"""Builds a request's JSON body from the command and its idempotency key."""
+
+
+class LookupNotSent(Exception):
+    """A lookup could not be sent (no connection): nothing was learned, try again later."""
+
+
+def _arguments_body(command: Command, key: str) -> Any:
+    return dict(command.arguments)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpAction:
+    """How one action is sent: ``path`` is a URL template relative to the destination endpoint.
+
+    ``path`` may name ``{key}``, ``{action}`` and any scalar argument of the command (values are
+    percent-encoded). ``body`` builds the JSON body (default: the command's arguments);
+    ``reference_field`` names the response field that holds the provider's reference (dotted for
+    nested objects); without it the reference is ``idempotency-key/<key>``.
+    """
+
+    path: str
+    method: str = "POST"
+    body: BodyBuilder = _arguments_body
+    contract: HttpContract = field(default_factory=HttpContract)
+    reference_field: str = "id"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpLookup:
+    """How to ask the destination what it did under a key.
+
+    A status in ``found`` means it has a record of the key; if ``state_field`` is set, only a
+    record whose state is in ``done_states`` counts as acceptance. Anything else (404 included:
+    absence is not proof, the record may lag) is Unknown.
+    """
+
+    path: str
+    method: str = "GET"
+    found: frozenset[int] = frozenset({200})
+    reference_field: str = "id"
+    state_field: str | None = None
+    done_states: frozenset[str] = frozenset()
+
+
+class HttpDestination:
+    """A :class:`~effectledger.destinations.Destination` that speaks HTTP (module docstring).
+
+    ``endpoint`` is the base URL (``https://api.example.com``) and, with ``account_id``, the
+    destination binding the ledger checks before every submit and lookup. ``headers`` are sent
+    with every request; :class:`~.secrets.SecretHeader` values are read per request.
+    ``clock`` (monotonic seconds) measures the replay window; tests may inject one.
+    Sync calls use one connection pool per thread (:meth:`close` closes them); async calls use
+    one pool bound to the running event loop (:meth:`aclose` it before that loop ends).
+    """
+
+    def __init__(
+        self,
+        *,
+        account_id: str,
+        endpoint: str,
+        actions: Mapping[str, HttpAction],
+        lookup: HttpLookup,
+        headers: Mapping[str, str | SecretHeader] | None = None,
+        idempotency_header: str | None = "Idempotency-Key",
+        submit_deadline_s: float = 10.0,
+        lookup_deadline_s: float = 10.0,
+        connect_timeout_s: float = 3.0,
+        evidence_policy: EvidencePolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise InvalidInput("endpoint must be an http:// or https:// URL", field="endpoint")
+        for name, value in (("submit_deadline_s", submit_deadline_s),
+                            ("lookup_deadline_s", lookup_deadline_s),
+                            ("connect_timeout_s", connect_timeout_s)):  # fmt: skip
+            if not 0 < value <= 600:
+                raise InvalidInput(f"{name} must be in (0, 600] seconds", field=name)
+        if not actions:
+            raise InvalidInput("an HTTP destination needs at least one action", field="actions")
+        self._account_id = account_id
+        self._endpoint = endpoint.rstrip("/")
+        self.actions = dict(actions)
+        self.lookup_spec = lookup
+        self.headers = dict(headers or {})
+        self.idempotency_header = idempotency_header
+        self.submit_deadline_s = submit_deadline_s
+        self.lookup_deadline_s = lookup_deadline_s
+        self.connect_timeout_s = connect_timeout_s
+        self.evidence_policy = evidence_policy or EvidencePolicy()
+        self.clock = clock
+        self._transport = transport
+        self._async_transport = async_transport
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+        self._clients_lock = threading.Lock()
+        self._async_client: httpx.AsyncClient | None = None
+
+    @property
+    def account_id(self) -> str:
+        """The authenticated account this adapter acts as (read-only)."""
+        return self._account_id
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL this adapter sends to (read-only)."""
+        return self._endpoint
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def _client(self) -> httpx.Client:
+        # One client (and connection pool) per thread: executors run in many threads.
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(transport=self._transport, follow_redirects=False)
+            self._local.client = client
+            with self._clients_lock:
+                self._clients.append(client)
+        return client
+
+    def _aclient(self) -> httpx.AsyncClient:
+        if self._async_client is None:
+            self._async_client = httpx.AsyncClient(
+                transport=self._async_transport, follow_redirects=False
+            )
+        return self._async_client
+
+    def close(self) -> None:
+        """Close every thread's connection pool."""
+        with self._clients_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+        self._local = threading.local()
+
+    async def aclose(self) -> None:
+        """Close the async connection pool (and the sync ones)."""
+        if self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
+        self.close()
+
+    def _timeout(self, deadline_s: float) -> httpx.Timeout:
+        return httpx.Timeout(
+            deadline_s,
+            connect=min(self.connect_timeout_s, deadline_s),
+            pool=min(self.connect_timeout_s, deadline_s),
+        )
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def _prepare_submit(self, command: Command, key: str) -> tuple[HttpAction, Prepared]:
+        action = self.actions.get(command.action)
+        if action is None:
+            raise RequestNotSent("no_http_action")
+        extra = {self.idempotency_header: key} if self.idempotency_header else {}
+        try:
+            body = action.body(command, key)
+        except Exception:
+            # A body builder that fails (a missing argument, say) fails before anything is sent.
+            raise RequestNotSent("body_builder_failed") from None
+        request = prepare(
+            self._endpoint,
+            action.method,
+            action.path,
+            command=command,
+            key=key,
+            headers=self.headers,
+            extra_headers=extra,
+            body=body,
+        )
+        return action, request
+
+    def submit(self, command: Command, key: str) -> Observation:
+        """Send ``command`` under ``key`` and classify the answer (module docstring)."""
+        try:
+            action, request = self._prepare_submit(command, key)
+        except RequestNotSent as not_sent:
+            return self._not_sent_submit(command, key, not_sent)
+        first_send = self.clock()
+        resends = 0
+        while True:
+            answer = self._send(request, self.submit_deadline_s, action.contract)
+            if not self._may_resend(action.contract, answer, first_send, resends):
+                break
+            resends += 1
+        return self._submit_observation(action, request, key, answer, resends)
+
+    async def submit_async(self, command: Command, key: str) -> Observation:
+        """:meth:`submit` on the event loop; the deadline bounds the whole exchange."""
+        try:
+            action, request = self._prepare_submit(command, key)
+        except RequestNotSent as not_sent:
+            return self._not_sent_submit(command, key, not_sent)
+        first_send = self.clock()
+        resends = 0
+        while True:
+            answer = await self._send_async(request, self.submit_deadline_s, action.contract)
+            if not self._may_resend(action.contract, answer, first_send, resends):
+                break
+            resends += 1
+        return self._submit_observation(action, request, key, answer, resends)
+
+    def _may_resend(
+        self, contract: HttpContract, answer: Answer, first_send: float, resends: int
+    ) -> bool:
+        """Whether an identical resend is allowed now: Unknown, inside the window, budget left."""
+        if answer.outcome is not Outcome.UNKNOWN or not contract.replays:
+            return False
+        if resends >= contract.max_resends:
+            return False
+        window_end = first_send + contract.replay_window.total_seconds()
+        # The resend must be over before the window closes: the window is never extended.
+        return self.clock() + self.submit_deadline_s <= window_end
+
+    def _send(self, request: Prepared, deadline_s: float, contract: HttpContract) -> Answer:
+        try:
+            raw = read_sync(self._client(), request, self._timeout(deadline_s), deadline_s)
+        except Exception as exc:
+            return answer_from_error(exc)
+        outcome, reason = contract.classify(raw.status, raw.body)
+        return Answer.of(raw, outcome, reason)
+
+    async def _send_async(
+        self, request: Prepared, deadline_s: float, contract: HttpContract
+    ) -> Answer:
+        try:
+            # httpx's timeouts bound each phase; asyncio bounds the whole exchange.
+            async with asyncio.timeout(deadline_s):
+                raw = await read_async(self._aclient(), request, self._timeout(deadline_s))
+        except Exception as exc:
+            return answer_from_error(exc)
+        outcome, reason = contract.classify(raw.status, raw.body)
+        return Answer.of(raw, outcome, reason)
+
+    def _not_sent_submit(self, command: Command, key: str, not_sent: RequestNotSent) -> Observation:
+        answer = Answer(outcome=Outcome.RETRYABLE_REJECTION, reason=not_sent.reason, sent=False)
+        document = {"source": "submit", "action": command.action, "idempotency_key": key}
+        return Observation(
+            outcome=answer.outcome,
+            evidence=evidence_of(document, answer, self.evidence_policy),
+        )
+
+    def _submit_observation(
+        self, action: HttpAction, request: Prepared, key: str, answer: Answer, resends: int
+    ) -> Observation:
+        document = {
+            "source": "submit",
+            "method": request.method,
+            "url": request.shown_url,
+            "idempotency_key": key,
+            "resends": resends,
+        }
+        evidence = evidence_of(document, answer, self.evidence_policy)
+        if answer.outcome is not Outcome.ACCEPTED:
+            return Observation(outcome=answer.outcome, evidence=evidence)
+        return Observation(
+            outcome=Outcome.ACCEPTED,
+            provider_reference=reference_from(answer.body, action.reference_field, key),
+            evidence=evidence,
+        )
+
+    # -- lookup ----------------------------------------------------------------------------
+
+    def _prepare_lookup(self, key: str) -> Prepared:
+        spec = self.lookup_spec
+        return prepare(
+            self._endpoint, spec.method, spec.path, command=None, key=key, headers=self.headers
+        )
+
+    def lookup(self, key: str) -> Observation:
+        """What the destination did under ``key``: Accepted with its reference, or Unknown.
+
+        Raises :class:`LookupNotSent` when the request could not be sent at all.
+        """
+        request = self._lookup_request(key)
+        try:
+            raw = read_sync(
+                self._client(),
+                request,
+                self._timeout(self.lookup_deadline_s),
+                self.lookup_deadline_s,
+            )
+        except Exception as exc:
+            return self._lookup_failed(request, key, answer_from_error(exc))
+        return self._lookup_observation(request, key, raw)
+
+    async def lookup_async(self, key: str) -> Observation:
+        """:meth:`lookup` on the event loop; the deadline bounds the whole exchange."""
+        request = self._lookup_request(key)
+        try:
+            async with asyncio.timeout(self.lookup_deadline_s):
+                raw = await read_async(
+                    self._aclient(), request, self._timeout(self.lookup_deadline_s)
+                )
+        except Exception as exc:
+            return self._lookup_failed(request, key, answer_from_error(exc))
+        return self._lookup_observation(request, key, raw)
+
+    def _lookup_request(self, key: str) -> Prepared:
+        try:
+            return self._prepare_lookup(key)
+        except RequestNotSent as not_sent:
+            raise LookupNotSent(not_sent.reason) from None
+
+    def _lookup_failed(self, request: Prepared, key: str, answer: Answer) -> Observation:
+        if not answer.sent:
+            raise LookupNotSent(answer.reason)
+        document = {"source": "lookup", "method": request.method, "url": request.shown_url,
+                    "idempotency_key": key}  # fmt: skip
+        return Observation(
+            outcome=Outcome.UNKNOWN, evidence=evidence_of(document, answer, self.evidence_policy)
+        )
+
+    def _lookup_observation(self, request: Prepared, key: str, raw: RawAnswer) -> Observation:
+        spec = self.lookup_spec
+        done = raw.status in spec.found
+        if done and spec.state_field is not None:
+            state = raw.body.get(spec.state_field) if isinstance(raw.body, Mapping) else None
+            done = state in spec.done_states
+        outcome = Outcome.ACCEPTED if done else Outcome.UNKNOWN
+        answer = Answer.of(raw, outcome, f"lookup:{raw.status}" + ("" if done else ":not_proof"))
+        document = {"source": "lookup", "method": request.method, "url": request.shown_url,
+                    "idempotency_key": key}  # fmt: skip
+        evidence = evidence_of(document, answer, self.evidence_policy)
+        if not done:
+            return Observation(outcome=Outcome.UNKNOWN, evidence=evidence)
+        reference = reference_from(raw.body, spec.reference_field, key)
+        return Observation(
+            outcome=Outcome.ACCEPTED,
+            provider_reference=reference,
+            evidence=evidence,
+            # Two workers reading the same record record it once.
+            observation_id="lookup-" + hashlib.sha256(reference.encode()).hexdigest()[:32],
+        )
