@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import socket
 import subprocess
@@ -11,25 +10,20 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rich.console import Console
+import pytest
 
-from effectledger.receiver.demo import run_http_demo
+from effectledger.cli.demo_http import run_http_demo
+from effectledger.cli.output import Output
 
-_CLI = (
-    "import argparse, sys\n"
-    "from effectledger.receiver.cli import register\n"
-    "parser = argparse.ArgumentParser(prog='effectledger')\n"
-    "register(parser.add_subparsers())\n"
-    "args = parser.parse_args(sys.argv[1:])\n"
-    "sys.exit(args.handler(args))\n"
-)
+_CLI = "import sys\nfrom effectledger.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
-def test_http_demo_settles_both_operations_with_one_effect_each(tmp_path: Path) -> None:
+def test_http_demo_settles_both_operations_with_one_effect_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The HTTP demo ends with exit code 0: both operations SUCCEEDED, two receiver effects."""
-    out = io.StringIO()
-    assert run_http_demo(Console(file=out, width=120), tmp_path) == 0
-    text = out.getvalue()
+    assert run_http_demo(Output(wide=True), tmp_path) == 0
+    text = capsys.readouterr().out
     assert "OUTCOME_UNKNOWN" in text
     assert "2 effects" in text
 

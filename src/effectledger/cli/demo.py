@@ -12,6 +12,7 @@ afterwards reports waits of about a minute, as they were.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -50,8 +51,25 @@ def register(commands: Commands) -> None:
     demo.add_argument(
         "--dir", type=Path, help="folder for the demo's files (default: a new temporary one)"
     )
+    demo.add_argument(
+        "--http",
+        action="store_true",
+        help="dispatch over real HTTP to the reference receiver on 127.0.0.1 (extra receiver)",
+    )
     add_wide(demo)
-    demo.set_defaults(handler=lambda args, out: run_demo(out, args.dir))
+    demo.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace, out: Output) -> int:
+    if not args.http:
+        return run_demo(out, args.dir)
+    try:
+        from effectledger.cli.demo_http import run_http_demo
+    except ImportError as exc:
+        raise InvalidInput(
+            "demo --http needs the receiver extra: pip install 'effectledger[receiver]'"
+        ) from exc
+    return run_http_demo(out, _prepare(args.dir))
 
 
 def _prepare(folder: Path | None) -> Path:

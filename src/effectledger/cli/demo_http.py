@@ -14,11 +14,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 
+from effectledger.cli.audit import EVENT_COLUMNS, events_rows
+from effectledger.cli.output import Output
 from effectledger.clock import ManualClock
-from effectledger.demo import events_table
 from effectledger.destinations.secrets import env_secret
 from effectledger.evidence import load_evidence
 from effectledger.executor import Executor
@@ -34,13 +34,11 @@ __all__ = ["run_http_demo"]
 _TOKEN_VARIABLE = "EFFECTLEDGER_DEMO_RECEIVER_TOKEN"
 
 
-def run_http_demo(console: Console, folder: Path | None = None) -> int:
+def run_http_demo(out: Output, folder: Path | None = None) -> int:
     """Tell the story; return 0 when both operations ended SUCCEEDED with one effect each."""
+    console = out.console()
     folder = folder or Path(tempfile.mkdtemp(prefix="effectledger-http-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in ("ledger.db", "receiver.db"):
-        for suffix in ("", "-wal", "-shm"):
-            (folder / f"{stale}{suffix}").unlink(missing_ok=True)
     token = os.environ.setdefault(_TOKEN_VARIABLE, os.urandom(12).hex())
     clock = ManualClock()
     store = open_store(f"sqlite:///{folder / 'ledger.db'}")
@@ -90,7 +88,7 @@ def run_http_demo(console: Console, folder: Path | None = None) -> int:
             f"{final.provider_reference}"
         )
         events = ledger.events(agent, "op-http-2")
-        console.print(events_table(events, "Audit trail of op-http-2"))
+        out.table("Audit trail of op-http-2", EVENT_COLUMNS, events_rows(out, events))
         reference = events[-1].evidence_reference
         blob = load_evidence(store, agent.tenant_id, reference) if reference else None
         if blob is not None:

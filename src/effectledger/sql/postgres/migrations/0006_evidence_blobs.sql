@@ -1,4 +1,4 @@
--- effectledger PostgreSQL schema, migration 5: evidence blobs.
+-- effectledger PostgreSQL schema, migration 6: evidence blobs.
 -- The destination's answer that justified an outcome (a response or a lookup answer), redacted
 -- and size-bounded before it is hashed, kept by its SHA-256 within its tenant. Audit events name
 -- a blob by reference ('evidence_blobs/sha256:<hex>'); identical answers share one row.

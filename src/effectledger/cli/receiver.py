@@ -1,0 +1,55 @@
+"""``effectledger receiver``: serve the reference HTTP receiver (extra ``receiver``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from effectledger.cli.options import Commands
+from effectledger.cli.output import Output
+from effectledger.errors import InvalidInput
+
+__all__ = ["register"]
+
+
+def register(commands: Commands) -> None:
+    """Add ``receiver``."""
+    parser = commands.add_parser(
+        "receiver",
+        help="serve the reference HTTP receiver (its own SQLite database)",
+        description=(
+            "Serve the reference receiver: an HTTP API that performs each request once per "
+            "Idempotency-Key and answers lookups by key. Needs the 'receiver' extra."
+        ),
+    )
+    parser.add_argument("--port", type=int, required=True, help="TCP port to listen on")
+    parser.add_argument("--db", required=True, help="the receiver's own SQLite file")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument(
+        "--token-env",
+        default=None,
+        help="require 'Authorization: Bearer <token>', the token read from this variable",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace, out: Output) -> int:
+    """Serve until interrupted."""
+    if not 0 < args.port < 65536:
+        raise InvalidInput("--port must be from 1 to 65535", field="port")
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise InvalidInput(
+                f"environment variable {args.token_env} is not set", field="token_env"
+            )
+    try:
+        from effectledger.receiver.server import run_receiver
+    except ImportError as exc:
+        raise InvalidInput(
+            "the receiver needs the receiver extra: pip install 'effectledger[receiver]'"
+        ) from exc
+    out.line(f"serving the reference receiver on http://{args.host}:{args.port}", err=True)
+    run_receiver(args.db, port=args.port, host=args.host, token=token)
+    return 0
