@@ -12,6 +12,8 @@ It prints:
   over N replays, and what stays allocated afterwards (N replays, divided);
 * lifecycle throughput (operations/s): admit -> claim -> submit -> record through the real
   ledger, executor and simulated receiver, on files with WAL and the default synchronous=FULL;
+* the same through ``EffectService.perform`` of an approved refund (its admission and claim
+  share one transaction), proposals and approvals made outside the timed blocks;
 * the floor: the same four durable transactions per operation (admit, claim, the receiver's own
   commit, record) writing rows of the same shape (effectledger's own schema, random ids like
   its own) with plain ``sqlite3``, the same pragmas and ``BEGIN IMMEDIATE``, on files in the
@@ -50,13 +52,18 @@ from effectledger import (
     SimulatedReceiver,
     open_store,
 )
+from effectledger.actions import ActionRegistry
 from effectledger.callers.tools import DispatchTool
+from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.service import EffectService
 from effectledger.store.queries import schema
 
 REPLAY_P50_TARGET_US = 50.0
 LIFECYCLE_RATIO_TARGET = 0.7
+PERFORM_RATIO_TARGET = 1.0
 BLOCK = 50  # operations per alternating block of lifecycle and floor
 CONTEXT = Context(tenant_id="acme", actor_id="alice")
+APPROVER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
 COMMAND = Command(
     action="send_support_reply",
     contract_version="reply-v1",
@@ -182,6 +189,42 @@ class Lifecycle:
             result = self.executor.execute(CONTEXT, operation_id)
             if result.state is not OperationState.SUCCEEDED:  # pragma: no cover - a broken run
                 raise SystemExit(f"{operation_id} ended {result.state}")
+
+    def close(self) -> None:
+        """Close both files."""
+        self.store.close()
+        self.receiver.close()
+
+
+class PerformLifecycle:
+    """``EffectService.perform`` of approved refunds: admit and claim in one transaction, submit,
+    record. Proposals and approvals are made before each timed block (:meth:`prepare`)."""
+
+    def __init__(self, folder: Path, round_number: int) -> None:
+        self.store = open_store(f"sqlite:///{folder / f'perform-{round_number}.db'}")
+        self.receiver = SimulatedReceiver(folder / f"perform-receiver-{round_number}.db")
+        destination = DestinationRef(
+            account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
+        )
+        action = refund_action(orders=OrderBook(), destination=destination)
+        self.service = EffectService(Ledger(self.store), ActionRegistry([action]), [self.receiver])
+        self.ready: dict[int, tuple[str, str]] = {}
+
+    def prepare(self, numbers: range) -> None:
+        """Propose and approve the refunds of ``numbers`` (not timed)."""
+        for number in numbers:
+            arguments = {"order_id": f"ord-{number}", "amount_minor": 30, "currency": "EUR"}
+            proposal = self.service.propose(CONTEXT, "refund_order", arguments)
+            approval = self.service.approve(APPROVER, proposal.proposal_id, digest=proposal.digest)
+            self.ready[number] = (proposal.proposal_id, approval.approval_id)
+
+    def run(self, numbers: range) -> None:
+        """Perform each prepared refund once."""
+        for number in numbers:
+            proposal_id, approval_id = self.ready.pop(number)
+            result = self.service.perform(CONTEXT, proposal_id, approval_id=approval_id)
+            if result.state is not OperationState.SUCCEEDED:  # pragma: no cover - a broken run
+                raise SystemExit(f"perform {number} ended {result.state}")
 
     def close(self) -> None:
         """Close both files."""
@@ -338,23 +381,31 @@ class Floor:
             ledger.execute("COMMIT")
 
 
-def interleaved_round(folder: Path, round_number: int, ops: int) -> tuple[float, float]:
-    """``(lifecycle, floor)`` operations/s, run in alternating blocks so both see the same disk."""
+def interleaved_round(folder: Path, round_number: int, ops: int) -> tuple[float, float, float]:
+    """``(lifecycle, perform, floor)`` operations/s, in alternating blocks on the same disk."""
     lifecycle, floor = Lifecycle(folder, round_number), Floor(folder, round_number, ops)
-    spent = {"lifecycle": 0.0, "floor": 0.0}
-    progress = Progress(f"round {round_number} (lifecycle and floor, alternating)", ops)
+    perform = PerformLifecycle(folder, round_number)
+    spent = {"lifecycle": 0.0, "perform": 0.0, "floor": 0.0}
+    progress = Progress(f"round {round_number} (lifecycle, perform and floor, alternating)", ops)
     try:
         for start in range(0, ops, BLOCK):
             numbers = range(start, min(ops, start + BLOCK))
-            for name, side in (("floor", floor), ("lifecycle", lifecycle)):
+            perform.prepare(numbers)
+            sides: tuple[tuple[str, Lifecycle | PerformLifecycle | Floor], ...] = (
+                ("floor", floor),
+                ("lifecycle", lifecycle),
+                ("perform", perform),
+            )
+            for name, side in sides:
                 started = time.perf_counter()
                 side.run(numbers)
                 spent[name] += time.perf_counter() - started
             progress.update(numbers.stop)
     finally:
         lifecycle.close()
+        perform.close()
         floor.close()
-    return ops / spent["lifecycle"], ops / spent["floor"]
+    return ops / spent["lifecycle"], ops / spent["perform"], ops / spent["floor"]
 
 
 def replay_setup(folder: Path) -> tuple[Callable[[], DispatchResult], Callable[[], DispatchResult]]:
@@ -417,10 +468,12 @@ def main(argv: list[str] | None = None) -> int:
         tool_alloc = measure_allocation(via_tool, args.alloc_replays)
 
         lifecycle: list[float] = []
+        performs: list[float] = []
         floor: list[float] = []
         for round_number in range(1, args.rounds + 1):
-            life_rate, floor_rate = interleaved_round(folder, round_number, args.ops)
+            life_rate, perform_rate, floor_rate = interleaved_round(folder, round_number, args.ops)
             lifecycle.append(life_rate)
+            performs.append(perform_rate)
             floor.append(floor_rate)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -447,6 +500,17 @@ def main(argv: list[str] | None = None) -> int:
         "   4 durable commits per operation"
     )
     print(f"  ratio                {ratio:7.2f} x floor  (rounds: {_listing(ratios, '.2f')})")
+    perform_ratios = [mine / theirs for mine, theirs in zip(performs, floor, strict=True)]
+    perform_ratio = statistics.median(perform_ratios)
+    print("EffectService.perform of an approved refund (admission and claim share a transaction)")
+    print(
+        f"  perform              {statistics.median(performs):7.0f} ops/s  "
+        f"(rounds: {_listing(performs, '.0f')})"
+    )
+    print(
+        f"  ratio                {perform_ratio:7.2f} x the 4-commit floor  "
+        f"(rounds: {_listing(perform_ratios, '.2f')})   target >= {PERFORM_RATIO_TARGET}"
+    )
     print()
     replay_ok = max(executor_latency.p50_us, tool_latency.p50_us) <= REPLAY_P50_TARGET_US
     ratio_ok = ratio >= LIFECYCLE_RATIO_TARGET
