@@ -23,6 +23,7 @@ from effectledger.errors import AdmissionDenied, DestinationMismatch, NotFound, 
 from effectledger.executor import Executor
 from effectledger.ledger import Ledger
 from effectledger.model import Context, DestinationRef, OperationState
+from effectledger.outcomes import DenialReason, EffectOutcome
 from effectledger.recovery import RecoveryWorker
 
 __all__ = ["EffectResult", "EffectService", "TraceStep"]
@@ -40,31 +41,50 @@ class TraceStep:
 class EffectResult:
     """The outcome of one request to perform an approved effect.
 
-    ``outcome`` is ``performed`` (dispatched now), ``replayed`` (already admitted: its recorded
-    state is reported), ``released`` (failed the dispatch-time recheck, never sent) or
-    ``denied`` (``reason`` holds the stable code). ``state`` is the operation's state when one
-    exists; ``uncertain`` is true while the effect may or may not have happened.
+    ``outcome`` is :class:`EffectOutcome` ``performed`` (dispatched now), ``replayed`` (already
+    admitted: its recorded state is reported), ``released`` (failed the dispatch-time recheck,
+    never sent) or ``denied`` (``reason`` holds the :class:`DenialReason`). ``state`` is the
+    operation's state when one exists; ``uncertain`` is true while the effect may or may not have
+    happened. Plain strings given for ``outcome`` and ``reason`` are turned into the enums.
     """
 
-    outcome: str
+    outcome: EffectOutcome
     operation_id: str | None
     state: OperationState | None
-    reason: str | None
+    reason: DenialReason | None
     provider_reference: str | None
     trace: tuple[TraceStep, ...]
+
+    def __post_init__(self) -> None:
+        # Strings are accepted so that every producer yields the enums, whatever it passed.
+        object.__setattr__(self, "outcome", EffectOutcome(self.outcome))
+        if self.reason is not None:
+            object.__setattr__(self, "reason", DenialReason(self.reason))
 
     @property
     def uncertain(self) -> bool:
         """True while the destination's effect is not established either way."""
         return self.state is not None and self.state.uncertain
 
+    @property
+    def denied(self) -> bool:
+        """True when authority did not cover the effect (nothing was admitted or sent)."""
+        return self.outcome is EffectOutcome.DENIED
+
+    def raise_for_denial(self) -> EffectResult:
+        """Raise :class:`AdmissionDenied` (with ``reason``) if denied; else return ``self``."""
+        if self.outcome is EffectOutcome.DENIED:
+            reason = self.reason or DenialReason.POLICY_DENIED
+            raise AdmissionDenied(f"the effect was denied: {reason.value}", reason=reason.value)
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (for tools, HTTP bodies and MCP results)."""
         return {
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "operation_id": self.operation_id,
             "state": None if self.state is None else self.state.value,
-            "reason": self.reason,
+            "reason": None if self.reason is None else self.reason.value,
             "provider_reference": self.provider_reference,
             "uncertain": self.uncertain,
             "trace": [[step.step, step.outcome] for step in self.trace],
@@ -149,10 +169,10 @@ class EffectService:
         if tenant_id is not None and tenant_id != context.tenant_id:
             trace.add("tenant", "rejected")
             return EffectResult(
-                outcome="denied",
+                outcome=EffectOutcome.DENIED,
                 operation_id=None,
                 state=None,
-                reason="tenant_mismatch",
+                reason=DenialReason.TENANT_MISMATCH,
                 provider_reference=None,
                 trace=tuple(trace.steps),
             )
@@ -169,10 +189,10 @@ class EffectService:
         except AdmissionDenied as exc:
             trace.add("reservation", f"denied:{exc.reason}")
             return EffectResult(
-                outcome="denied",
+                outcome=EffectOutcome.DENIED,
                 operation_id=None,
                 state=None,
-                reason=exc.reason,
+                reason=DenialReason(exc.reason),
                 provider_reference=None,
                 trace=tuple(trace.steps),
             )
@@ -180,11 +200,11 @@ class EffectService:
         result = self.executor_for(operation.destination).execute(context, operation.operation_id)
         trace.add("dispatch", result.state.value)
         if already:
-            outcome = "replayed"
+            outcome = EffectOutcome.REPLAYED
         elif result.state is OperationState.RELEASED:
-            outcome = "released"
+            outcome = EffectOutcome.RELEASED
         else:
-            outcome = "performed"
+            outcome = EffectOutcome.PERFORMED
         return EffectResult(
             outcome=outcome,
             operation_id=operation.operation_id,
@@ -260,7 +280,7 @@ class EffectService:
         operation = self.ledger.get(context, operation_id)
         found = any(op == operation_id for _, op, _ in report.resolved)
         return EffectResult(
-            outcome="reconciled" if found else "unresolved",
+            outcome=EffectOutcome.RECONCILED if found else EffectOutcome.UNRESOLVED,
             operation_id=operation_id,
             state=operation.state,
             reason=None,
