@@ -339,11 +339,11 @@ class EffectLedger:
 
     def _decision_for(self, context: Context, proposal: Proposal) -> str | None:
         try:
-            operation = self.ledger.get(context, proposal.operation_id)
+            self.ledger.status(context, proposal.operation_id)
         except NotFound:
-            operation = None
-        if operation is not None:  # a replay: the authority it was admitted on
-            return operation.approval_id
+            pass
+        else:
+            return None  # admitted already: the exact replay needs no approval id
         granted: str | None = None
         for event in self.ledger.events(context, proposal.operation_id):
             found = event.details.get("approval_id")
