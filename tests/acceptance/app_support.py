@@ -15,6 +15,7 @@ from effectledger import (
     Command,
     Context,
     EffectLedger,
+    EffectLedgerError,
     Observation,
     SimulatedReceiver,
     connect,
@@ -58,12 +59,14 @@ def declare_refund(app: EffectLedger, receiver: SimulatedReceiver) -> ActionHand
 
 
 def perform_in_process(url: str, receiver_path: str, proposal_id: str) -> str:
-    """Connect, declare the action and perform ``proposal_id`` once; return the outcome."""
+    """Connect, declare the action and perform ``proposal_id`` once; the outcome or error code."""
     receiver = SimulatedReceiver(receiver_path, synchronous="NORMAL")
     try:
         with connect(url, migrate=False) as app:
             declare_refund(app, receiver)
             return app.perform(AGENT, app.proposal(AGENT, proposal_id)).outcome.value
+    except EffectLedgerError as exc:
+        return exc.code
     finally:
         receiver.close()
 
