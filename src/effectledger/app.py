@@ -97,6 +97,9 @@ class EffectLedger(ActionCatalog):
     """Store, ledger, registry and service for one application (see the module docstring).
 
     Thread-safe for concurrent calls once the actions are declared; declare them at start-up.
+    Every step trusts the context it is given: which steps a model may reach is the caller's
+    choice (a tool layer offers ``propose``, ``perform`` and ``status``); capacity limits,
+    retries, escalation and resolution are for trusted people and workers.
     """
 
     def __init__(

@@ -305,3 +305,18 @@ def test_four_processes_perform_one_proposal_once(
     assert count_rows(store_url, "operations") == 1
     assert count_rows(store_url, "attempts") == 1
     assert receiver.counts().effects == 1
+
+
+def test_connect_takes_the_url_from_the_environment_then_a_local_file(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a URL, connect opens $EFFECTLEDGER_DB, and without that ./effectledger.db."""
+    monkeypatch.setenv("EFFECTLEDGER_DB", store_url)
+    with connect() as app:
+        assert app.store.url == store_url
+        assert app.operations(AGENT) == []
+    monkeypatch.delenv("EFFECTLEDGER_DB")
+    monkeypatch.chdir(tmp_path)
+    with connect() as app:
+        assert app.store.dialect == "sqlite"
+    assert (tmp_path / "effectledger.db").exists()
