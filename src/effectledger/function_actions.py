@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from effectledger.actions import Action
 from effectledger.canonical import canonical_bytes
@@ -97,8 +97,9 @@ class FunctionDestination:
 
     ``submit`` rebuilds the arguments from the stored command (the approved one, never the
     model's latest words) and calls the submit function with the key; a command of another
-    action is refused without calling anything. ``lookup`` calls the lookup function, or
-    answers ``Unknown`` when there is none: absence of an answer is never proof.
+    action, or whose arguments no longer fit the model, is rejected without calling anything.
+    ``lookup`` calls the lookup function, or answers ``Unknown`` when there is none: absence
+    of an answer is never proof.
     """
 
     def __init__(
@@ -138,7 +139,11 @@ class FunctionDestination:
         if command.action != self.action:
             # Nothing was sent: a refusal is the truth, and it is final for this adapter.
             return Observation.rejected(f"effectledger/not-{self.action}")
-        arguments = self._model.model_validate_json(canonical_bytes(command.arguments))
+        try:
+            arguments = self._model.model_validate_json(canonical_bytes(command.arguments))
+        except ValidationError:
+            # The approved arguments no longer fit this code's model: nothing is sent.
+            return Observation.rejected(f"effectledger/{self.action}-arguments-invalid")
         if self._whole:
             observation = self._submit(arguments, key=key)
         else:

@@ -111,7 +111,7 @@ def test_defaults_need_approval_and_hold_no_capacity() -> None:
 
 
 def test_submit_gets_the_stored_arguments_and_the_key() -> None:
-    """The destination rebuilds the model from the command and passes the key through."""
+    """The stored arguments and the key reach the function; a foreign or unfit command does not."""
     calls: list[tuple[object, str]] = []
 
     def pay(args: Loose, key: str) -> Observation:
@@ -127,6 +127,8 @@ def test_submit_gets_the_stored_arguments_and_the_key() -> None:
     assert (args.order_id, args.amount_minor, key) == ("o", 3, "k-1")  # type: ignore[attr-defined]
     other = Command(action="refund", contract_version="c-v1", arguments={})
     assert destination.submit(other, "k-2").outcome is Outcome.PERMANENT_REJECTION
+    unfit = Command(action="pay", contract_version="c-v1", arguments={"order_id": "o"})
+    assert destination.submit(unfit, "k-3").outcome is Outcome.PERMANENT_REJECTION
     assert len(calls) == 1
 
 
