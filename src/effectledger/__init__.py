@@ -3,9 +3,16 @@
 The agent proposes; trusted code binds approval to the exact action; the ledger commits
 responsibility before anything leaves the process; the executor performs the effect once; the
 recovery worker asks the destination when a reply is lost. See the README for a tour.
+
+Start with :func:`connect` (or :func:`connect_async`): one :class:`EffectLedger` that declares
+actions with a decorator and offers every step. The objects beneath it (:class:`Ledger`,
+:class:`Authority`, :class:`EffectService`, :class:`Executor`, :class:`RecoveryWorker`) stay
+public as the lower layer.
 """
 
 from effectledger.actions import Action, ActionRegistry
+from effectledger.app import EffectLedger, connect
+from effectledger.app_async import AsyncEffectLedger, connect_async
 from effectledger.authority import Approval, Authority, CapacityUsage, Correlation, Proposal
 from effectledger.clock import Clock, ManualClock, SystemClock
 from effectledger.destinations import Destination, SubmissionOutcomeUnknown, ensure_matches
@@ -40,6 +47,7 @@ from effectledger.errors import (
     ToolArgumentsRejected,
 )
 from effectledger.executor import Executor
+from effectledger.function_actions import ActionHandle, FunctionDestination
 from effectledger.ledger import DueWork, Ledger, LedgerSettings, new_id
 from effectledger.model import (
     Attempt,
@@ -53,18 +61,22 @@ from effectledger.model import (
     OperationState,
     Outcome,
 )
+from effectledger.outcomes import DenialReason, EffectOutcome
 from effectledger.policy import Decision, Policy, Preauthorization, RulePolicy, Tier
 from effectledger.recovery import RecoveryReport, RecoveryWorker
+from effectledger.serialize import to_dict
 from effectledger.service import EffectResult, EffectService, TraceStep
 from effectledger.store import Store, open_store
 
 __all__ = [
     "Action",
+    "ActionHandle",
     "ActionRegistry",
     "AdmissionConflict",
     "AdmissionDenied",
     "Approval",
     "ApprovalRefused",
+    "AsyncEffectLedger",
     "Attempt",
     "AuditEvent",
     "AuditVerificationFailed",
@@ -79,18 +91,22 @@ __all__ = [
     "Context",
     "Correlation",
     "Decision",
+    "DenialReason",
     "Destination",
     "DestinationMismatch",
     "DestinationRef",
     "DispatchResult",
     "DueWork",
+    "EffectLedger",
     "EffectLedgerError",
+    "EffectOutcome",
     "EffectResult",
     "EffectService",
     "EvidenceRequired",
     "Executor",
     "ExportCursorMismatch",
     "ExportFailed",
+    "FunctionDestination",
     "IntegrityError",
     "InvalidInput",
     "InvalidTransition",
@@ -126,9 +142,12 @@ __all__ = [
     "Tier",
     "ToolArgumentsRejected",
     "TraceStep",
+    "connect",
+    "connect_async",
     "ensure_matches",
     "new_id",
     "open_store",
+    "to_dict",
 ]
 
 import logging as _logging

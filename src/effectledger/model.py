@@ -170,6 +170,25 @@ class Observation:
         """An inconclusive answer: the effect may or may not have happened."""
         return cls(outcome=Outcome.UNKNOWN, evidence_reference=evidence_reference)
 
+    @classmethod
+    def accepted(cls, provider_reference: str, evidence_reference: str) -> Observation:
+        """The destination performed the effect: its reference and where the proof is kept."""
+        return cls(
+            outcome=Outcome.ACCEPTED,
+            provider_reference=provider_reference,
+            evidence_reference=evidence_reference,
+        )
+
+    @classmethod
+    def rejected(cls, evidence_reference: str | None = None) -> Observation:
+        """The destination refused for good: the effect did not and will not happen."""
+        return cls(outcome=Outcome.PERMANENT_REJECTION, evidence_reference=evidence_reference)
+
+    @classmethod
+    def retryable(cls, evidence_reference: str | None = None) -> Observation:
+        """The destination refused for now, and did not perform the effect."""
+        return cls(outcome=Outcome.RETRYABLE_REJECTION, evidence_reference=evidence_reference)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Operation:

@@ -28,6 +28,7 @@ from effectledger.model import (
     OperationState,
     validate_identifier,
 )
+from effectledger.outcomes import DenialReason, EffectOutcome
 from effectledger.recovery import RecoveryWorker
 
 __all__ = ["EffectResult", "EffectService", "TraceStep"]
@@ -45,31 +46,50 @@ class TraceStep:
 class EffectResult:
     """The outcome of one request to perform an approved effect.
 
-    ``outcome`` is ``performed`` (dispatched now), ``replayed`` (already admitted: its recorded
-    state is reported), ``released`` (failed the dispatch-time recheck, never sent) or
-    ``denied`` (``reason`` holds the stable code). ``state`` is the operation's state when one
-    exists; ``uncertain`` is true while the effect may or may not have happened.
+    ``outcome`` is :class:`EffectOutcome` ``performed`` (dispatched now), ``replayed`` (already
+    admitted: its recorded state is reported), ``released`` (failed the dispatch-time recheck,
+    never sent) or ``denied`` (``reason`` holds the :class:`DenialReason`). ``state`` is the
+    operation's state when one exists; ``uncertain`` is true while the effect may or may not have
+    happened. Plain strings given for ``outcome`` and ``reason`` are turned into the enums.
     """
 
-    outcome: str
+    outcome: EffectOutcome
     operation_id: str | None
     state: OperationState | None
-    reason: str | None
+    reason: DenialReason | None
     provider_reference: str | None
     trace: tuple[TraceStep, ...]
+
+    def __post_init__(self) -> None:
+        # Strings are accepted so that every producer yields the enums, whatever it passed.
+        object.__setattr__(self, "outcome", EffectOutcome(self.outcome))
+        if self.reason is not None:
+            object.__setattr__(self, "reason", DenialReason(self.reason))
 
     @property
     def uncertain(self) -> bool:
         """True while the destination's effect is not established either way."""
         return self.state is not None and self.state.uncertain
 
+    @property
+    def denied(self) -> bool:
+        """True when authority did not cover the effect (nothing was admitted or sent)."""
+        return self.outcome is EffectOutcome.DENIED
+
+    def raise_for_denial(self) -> EffectResult:
+        """Raise :class:`AdmissionDenied` (with ``reason``) if denied; else return ``self``."""
+        if self.outcome is EffectOutcome.DENIED:
+            reason = self.reason or DenialReason.POLICY_DENIED
+            raise AdmissionDenied(f"the effect was denied: {reason.value}", reason=reason.value)
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (for tools, HTTP bodies and MCP results)."""
         return {
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "operation_id": self.operation_id,
             "state": None if self.state is None else self.state.value,
-            "reason": self.reason,
+            "reason": None if self.reason is None else self.reason.value,
             "provider_reference": self.provider_reference,
             "uncertain": self.uncertain,
             "trace": [[step.step, step.outcome] for step in self.trace],
@@ -262,7 +282,7 @@ class EffectService:
         operation = self.ledger.get(context, operation_id)
         found = any(op == operation_id for _, op, _ in report.resolved)
         return EffectResult(
-            outcome="reconciled" if found else "unresolved",
+            outcome=EffectOutcome.RECONCILED if found else EffectOutcome.UNRESOLVED,
             operation_id=operation_id,
             state=operation.state,
             reason=None,
@@ -282,10 +302,10 @@ class EffectService:
 
 def _denied(reason: str, trace: _Trace) -> EffectResult:
     return EffectResult(
-        outcome="denied",
+        outcome=EffectOutcome.DENIED,
         operation_id=None,
         state=None,
-        reason=reason,
+        reason=DenialReason(reason),
         provider_reference=None,
         trace=tuple(trace.steps),
     )
@@ -293,7 +313,7 @@ def _denied(reason: str, trace: _Trace) -> EffectResult:
 
 def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult:
     return EffectResult(
-        outcome=outcome,
+        outcome=EffectOutcome(outcome),
         operation_id=result.operation_id,
         state=result.state,
         reason=None,
