@@ -146,7 +146,7 @@ def _report_line(report: RecoveryReport) -> str:
     return (
         f"due {report.due}, looked up {report.looked_up}, resolved {len(report.resolved)}, "
         f"still unknown {len(report.still_unknown)}, escalated {len(report.escalated)}, "
-        f"skipped {len(report.skipped)}, failed {len(report.failed)}"
+        f"failed {len(report.failed)}"
     )
 
 

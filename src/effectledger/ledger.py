@@ -758,13 +758,6 @@ class Ledger:
             destination=destination,
         )
 
-    def attempt_committed(self, tenant_id: str, operation_id: str, attempt_id: str) -> bool:
-        """Whether a claim with this attempt id is durably stored (for uncertain commits)."""
-        row = self.store.one(
-            "attempt_exists", {**self._key(tenant_id, operation_id), "attempt_id": attempt_id}
-        )
-        return row is not None
-
     def release(
         self, context: Context, operation_id: str, *, reason: str, expected_version: int
     ) -> DispatchResult:
@@ -930,13 +923,6 @@ class Ledger:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- recovery ------------------------------------------------------------------------
-
-    def due_attempts(self, *, limit: int = 100) -> list[tuple[str, str, str]]:
-        """``(tenant, operation, attempt)`` of unresolved attempts whose recovery time is due."""
-        rows = self.store.read(
-            lambda tx: tx.all("attempts_due", {"now_us": self._now_us(), "limit": limit})
-        )
-        return [(row["tenant_id"], row["operation_id"], row["attempt_id"]) for row in rows]
 
     def reserve_lookup(
         self, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str = RECOVERY_WORKER

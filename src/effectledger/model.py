@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "RESOLVED_STATES",
     "Attempt",
     "AuditEvent",
     "Command",
@@ -85,11 +84,6 @@ class OperationState(enum.StrEnum):
             OperationState.OUTCOME_UNKNOWN,
             OperationState.MANUAL_REVIEW,
         )
-
-
-RESOLVED_STATES = frozenset(
-    {OperationState.SUCCEEDED, OperationState.REJECTED, OperationState.RELEASED}
-)
 
 
 class Outcome(enum.StrEnum):

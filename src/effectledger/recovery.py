@@ -32,7 +32,6 @@ class RecoveryReport:
     looked_up: int = 0
     resolved: list[tuple[str, str, str]] = field(default_factory=list)
     still_unknown: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[tuple[str, str, str]] = field(default_factory=list)
     escalated: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str, str]] = field(default_factory=list)
 

@@ -113,11 +113,6 @@ SELECT * FROM attempts
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
   AND attempt_id = %(attempt_id)s;
 
--- name: attempt_exists
-SELECT 1 AS present FROM attempts
-WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
-  AND attempt_id = %(attempt_id)s;
-
 -- name: attempts_for_operation
 SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 ORDER BY prepared_us, attempt_id;
@@ -134,16 +129,6 @@ WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 UPDATE attempts SET recover_after_us = %(recover_after_us)s
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
   AND attempt_id = %(attempt_id)s;
-
--- name: attempts_due
-SELECT a.tenant_id, a.operation_id, a.attempt_id
-FROM attempts AS a
-JOIN operations AS o
-  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
- AND o.active_attempt_id = a.attempt_id
-WHERE a.recover_after_us <= %(now_us)s AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
-ORDER BY a.recover_after_us
-LIMIT %(limit)s;
 
 -- name: attempts_due_lock
 -- Due attempts that no other recovery worker holds. Both rows are locked, so a row that another
