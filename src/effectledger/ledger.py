@@ -26,13 +26,13 @@ from effectledger.errors import (
     CommitUncertain,
     ConcurrentModification,
     DestinationMismatch,
-    EvidenceRequired,
     IntegrityError,
     InvalidInput,
     InvalidTransition,
     MissingAdmission,
     NotFound,
     NotPermitted,
+    StorageError,
     TamperedCommand,
 )
 from effectledger.model import (
@@ -47,6 +47,7 @@ from effectledger.model import (
     OperationState,
     Outcome,
     PreparedAttempt,
+    is_identifier,
     to_micros,
     validate_identifier,
 )
@@ -57,6 +58,7 @@ from effectledger.rows import (
     result_from_row,
 )
 from effectledger.store import Row, Store, Transaction
+from effectledger.text import unprintable
 
 __all__ = [
     "AUDITOR_ROLE",
@@ -106,9 +108,47 @@ def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> str:
 
 
 def _reference(value: str | None, what: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 512):
-        raise InvalidInput(f"{what} must be 1-{MAX_REFERENCE_LENGTH} characters", field=what)
+    problem = _reference_problem(value)
+    if problem is not None:
+        raise InvalidInput(
+            f"{what} must be 1-{MAX_REFERENCE_LENGTH} printable characters ({problem})",
+            field=what,
+            problem=problem,
+        )
     return value
+
+
+def _reference_problem(value: object) -> str | None:
+    """Why ``value`` cannot be stored as a reference (``None``: it can, or it is absent)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "not_text"
+    if len(value) > MAX_REFERENCE_LENGTH:
+        return "too_long"
+    return unprintable(value)
+
+
+def _unrecordable(observation: object) -> str | None:
+    """Why a destination's reply cannot be recorded as it stands, or ``None``.
+
+    The effect may have happened whatever the reply looks like, so a reply the ledger cannot
+    store is never an input error: :meth:`Ledger.record` records it as Unknown with this reason.
+    """
+    if not isinstance(observation, Observation) or not isinstance(observation.outcome, Outcome):
+        return "reply:not_an_observation"
+    for what in ("provider_reference", "evidence_reference"):
+        problem = _reference_problem(getattr(observation, what))
+        if problem is not None:
+            return f"{what}:{problem}"
+    if observation.observation_id is not None and not is_identifier(observation.observation_id):
+        return "observation_id:malformed"
+    if observation.outcome is Outcome.ACCEPTED:
+        if observation.provider_reference is None:
+            return "provider_reference:missing"
+        if observation.evidence_reference is None:
+            return "evidence_reference:missing"
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -841,26 +881,33 @@ class Ledger:
         Only the active attempt of an unresolved operation changes the state; any other
         observation is kept as ``Late<Outcome>Observation`` and changes nothing. A concurrent
         change is not overwritten: the step is re-read and re-decided (at most three times).
+        A reply the ledger cannot store as it stands (an Accepted without both references, a
+        reference that is not 1-512 printable characters, not an :class:`Observation` at all)
+        is recorded as Unknown with the reason in its event's details: the effect may have
+        happened, so it is neither an input error nor a failure, and recovery looks it up.
+        If the COMMIT's acknowledgement is lost, the event it carried is looked for once the
+        operation settles: found, the result stands; absent, the record is made again.
         The whole record, waits for locks and re-reads included, runs within
         ``settings.record_budget``: past it :class:`~effectledger.errors.StorageBusy` is raised,
         nothing is written, and the attempt stays unresolved, so recovery looks it up once its
         ``recover_after`` is due.
         """
-        if observation.outcome is Outcome.ACCEPTED and not (
-            observation.provider_reference and observation.evidence_reference
-        ):
-            raise EvidenceRequired(
-                "an Accepted observation needs a provider reference and an evidence reference",
-                operation_id=prepared.operation_id,
+        unrecordable = _unrecordable(observation)
+        if unrecordable is not None:
+            log.warning(
+                "unrecordable reply for %s/%s recorded as Unknown: %s",
+                prepared.tenant_id,
+                prepared.operation_id,
+                unrecordable,
             )
-        _reference(observation.provider_reference, "provider_reference")
-        _reference(observation.evidence_reference, "evidence_reference")
-        if observation.observation_id is not None:
-            validate_identifier(observation.observation_id, "observation_id")
+            reported = getattr(observation, "outcome", None)
+            observation = Observation.unknown()
         key = self._key(prepared.tenant_id, prepared.operation_id)
         attempt_key = {**key, "attempt_id": prepared.attempt_id}
+        written: list[tuple[str, DispatchResult]] = []
 
         def body(tx: Transaction) -> DispatchResult:
+            written.clear()
             row = tx.one("operation_with_attempt", attempt_key)
             if row is None or not row["attempt_present"]:
                 raise NotFound("no such operation attempt", **attempt_key)
@@ -892,6 +939,11 @@ class Ledger:
                         "evidence_reference": observation.evidence_reference,
                     },
                 )
+            details = _observation_details(observation)
+            if unrecordable is not None:
+                details["unrecordable"] = unrecordable
+                if isinstance(reported, Outcome):
+                    details["reported_outcome"] = reported.value
             updated = self._transition(
                 tx,
                 row,
@@ -902,25 +954,57 @@ class Ledger:
                 now_us=self._now_us(),
                 attempt_id=prepared.attempt_id,
                 evidence_reference=observation.evidence_reference,
-                details=_observation_details(observation),
+                details=details,
                 observation_id=observation.observation_id,
                 **changes,
             )
             crash_point("inside_record")
-            return result_from_row(updated)
+            result = result_from_row(updated)
+            written.append((updated["last_event_hash"], result))
+            return result
 
         budget = self.settings.record_budget
         deadline = None if budget is None else time.monotonic() + budget.total_seconds()
         for attempt_number in range(1, _RECORD_ATTEMPTS + 1):
             left = None if deadline is None else deadline - time.monotonic()
+            last = attempt_number == _RECORD_ATTEMPTS or (
+                deadline is not None and time.monotonic() >= deadline
+            )
             try:
                 return self.store.write(body, label="record", budget_s=left)
             except ConcurrentModification:
-                if attempt_number == _RECORD_ATTEMPTS or (
-                    deadline is not None and time.monotonic() >= deadline
-                ):
+                if last:
+                    raise
+            except CommitUncertain as uncertain:
+                if not written:  # pragma: no cover - the body ran to its end before COMMIT
+                    raise
+                event_hash, result = written[0]
+                if self._landed(uncertain, key, [event_hash]):
+                    return result
+                if last:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _landed(
+        self, uncertain: CommitUncertain, key: Mapping[str, str], event_hashes: list[str]
+    ) -> set[str]:
+        """Which of the events a write computed are stored, once its operation has settled.
+
+        For a write whose COMMIT acknowledgement was lost: waits (as :meth:`committed_claim`
+        does) until no transaction that changed the operation is open, then looks the events
+        up. If even that fails, the original :class:`CommitUncertain` is raised.
+        """
+        log.warning("%s: COMMIT unacknowledged, reading back", uncertain.details.get("label"))
+
+        def body(tx: Transaction) -> set[str]:
+            tx.one("operation_settle", key)
+            return {h for h in event_hashes if tx.one("event_present", {**key, "event_hash": h})}
+
+        try:
+            landed: set[str] = self.store.write(body, label="settle")
+        except StorageError as exc:
+            raise uncertain from exc
+        return landed
 
     # -- recovery ------------------------------------------------------------------------
 
@@ -933,51 +1017,107 @@ class Ledger:
         due; ``recover_after`` moves to now + ``lookup_interval`` and ``ReconciliationStarted``
         is written. Only a returned attempt may be looked up.
         """
-        reserved = self.store.write(
-            lambda tx: self._reserve(tx, tenant_id, operation_id, attempt_id, actor=actor),
-            label="reserve_lookup",
-        )
-        if reserved is not None:
+        written: list[tuple[Attempt, str]] = []
+
+        def body(tx: Transaction) -> Attempt | None:
+            written.clear()
+            reserved = self._reserve(tx, tenant_id, operation_id, attempt_id, actor=actor)
+            if reserved is None:
+                return None
+            written.append(reserved)
+            return reserved[0]
+
+        try:
+            attempt = self.store.write(body, label="reserve_lookup")
+        except CommitUncertain as uncertain:
+            if not written:  # pragma: no cover - the body ran to its end before COMMIT
+                raise
+            attempt, event_hash = written[0]
+            if not self._landed(uncertain, self._key(tenant_id, operation_id), [event_hash]):
+                return None  # not reserved: still due, for this or another worker
+        if attempt is not None:
             crash_point("after_reserve")
-        return reserved
+        return attempt
 
-    def reserve_due(self, *, limit: int = 100, actor: str = RECOVERY_WORKER) -> DueWork:
-        """Reserve the lookups of up to ``limit`` due attempts in one transaction.
+    def reserve_due(
+        self, destination: DestinationRef, *, limit: int = 100, actor: str = RECOVERY_WORKER
+    ) -> DueWork:
+        """Reserve the lookups of up to ``limit`` due attempts bound to ``destination``.
 
-        Attempts another worker is reserving are skipped, not waited for (``FOR UPDATE SKIP
-        LOCKED`` on PostgreSQL), so any number of workers on any number of hosts split the due
-        work and each attempt is looked up once per ``lookup_interval``. Each reservation is the
-        one of :meth:`reserve_lookup`; an operation whose inconclusive lookups are used up is
-        escalated to MANUAL_REVIEW instead, as :meth:`escalate` does.
+        One transaction. Only attempts sent to ``destination`` (exactly its account and
+        endpoint) are taken: a worker reserves only what its adapter can look up, and leaves
+        the windows of every other destination's attempts alone. Attempts another worker is
+        reserving are skipped, not waited for (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
+        any number of workers on any number of hosts split the due work and each attempt is
+        looked up once per ``lookup_interval``. Each reservation is the one of
+        :meth:`reserve_lookup`; an operation whose inconclusive lookups are used up is
+        escalated to MANUAL_REVIEW instead, as :meth:`escalate` does. If the COMMIT's
+        acknowledgement is lost, the reservations are read back once the operations settle and
+        only those found stored are returned; the others are still due for the next pass.
         """
+        limit = _limit(limit)
+        written: list[tuple[str, str, str, Attempt | None]] = []
 
         def body(tx: Transaction) -> DueWork:
+            written.clear()
             lookups: list[Attempt] = []
             escalated: list[tuple[str, str]] = []
-            due = tx.all("attempts_due_lock", {"now_us": self._now_us(), "limit": limit})
+            due = tx.all(
+                "attempts_due_lock",
+                {
+                    "now_us": self._now_us(),
+                    "limit": limit,
+                    "destination_account": destination.account_id,
+                    "destination_endpoint": destination.endpoint,
+                },
+            )
             for item in due:
                 tenant_id, operation_id = item["tenant_id"], item["operation_id"]
                 row = tx.one("operation_get", self._key(tenant_id, operation_id))
                 if row is not None and self._spent(row):
-                    self._escalate_row(tx, row, reason="inconclusive_lookups", actor=actor)
+                    updated = self._escalate_row(
+                        tx, row, reason="inconclusive_lookups", actor=actor
+                    )
                     escalated.append((tenant_id, operation_id))
+                    written.append((tenant_id, operation_id, updated["last_event_hash"], None))
                     continue
-                attempt = self._reserve(
+                reserved = self._reserve(
                     tx, tenant_id, operation_id, item["attempt_id"], actor=actor
                 )
-                if attempt is not None:
+                if reserved is not None:
+                    attempt, event_hash = reserved
                     lookups.append(attempt)
+                    written.append((tenant_id, operation_id, event_hash, attempt))
             return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
 
-        work = self.store.write(body, label="reserve_due")
+        try:
+            work = self.store.write(body, label="reserve_due")
+        except CommitUncertain as uncertain:
+            work = self._reserved_after_all(uncertain, written)
         if work.lookups:
             crash_point("after_reserve")
         return work
 
+    def _reserved_after_all(
+        self, uncertain: CommitUncertain, written: list[tuple[str, str, str, Attempt | None]]
+    ) -> DueWork:
+        """What an unacknowledged :meth:`reserve_due` stored, read back operation by operation."""
+        lookups: list[Attempt] = []
+        escalated: list[tuple[str, str]] = []
+        for tenant_id, operation_id, event_hash, attempt in written:
+            if not self._landed(uncertain, self._key(tenant_id, operation_id), [event_hash]):
+                continue
+            if attempt is None:
+                escalated.append((tenant_id, operation_id))
+            else:
+                lookups.append(attempt)
+        return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
+
     def _reserve(
         self, tx: Transaction, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str
-    ) -> Attempt | None:
-        """The reservation step of one due attempt, or ``None`` if it is not due or not active."""
+    ) -> tuple[Attempt, str] | None:
+        """The reservation step of one due attempt and its event's hash, or ``None`` if the
+        attempt is not due or not active."""
         key = self._key(tenant_id, operation_id)
         attempt_key = {**key, "attempt_id": attempt_id}
         row = tx.one("operation_get", key)
@@ -993,7 +1133,7 @@ class Ledger:
             return None
         next_us = now_us + _micros(self.settings.lookup_interval)
         tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
-        self._transition(
+        updated = self._transition(
             tx,
             row,
             actor=actor,
@@ -1002,7 +1142,8 @@ class Ledger:
             attempt_id=attempt_id,
             details={"next_check_us": next_us},
         )
-        return attempt_from_row({**dict(attempt), "recover_after_us": next_us})
+        reserved = attempt_from_row({**dict(attempt), "recover_after_us": next_us})
+        return reserved, updated["last_event_hash"]
 
     def _spent(self, row: Row) -> bool:
         return (
@@ -1028,17 +1169,29 @@ class Ledger:
         owner = validate_identifier(owner or self.settings.review_owner, "owner")
         key = self._key(tenant_id, operation_id)
 
+        written: list[tuple[str, DispatchResult]] = []
+
         def body(tx: Transaction) -> DispatchResult:
+            written.clear()
             row = tx.one("operation_get", key)
             if row is None:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             if row["state"] not in _RECOVERABLE_STATES:
                 return result_from_row(row)
-            return result_from_row(
-                self._escalate_row(tx, row, reason=reason, owner=owner, actor=actor)
-            )
+            updated = self._escalate_row(tx, row, reason=reason, owner=owner, actor=actor)
+            written.append((updated["last_event_hash"], result_from_row(updated)))
+            return written[0][1]
 
-        return self.store.write(body, label="escalate")
+        try:
+            return self.store.write(body, label="escalate")
+        except CommitUncertain as uncertain:
+            if not written:  # pragma: no cover - the body ran to its end before COMMIT
+                raise
+            event_hash, result = written[0]
+            if self._landed(uncertain, key, [event_hash]):
+                return result
+            # Not stored: escalate again; a state settled meanwhile is returned as it is.
+            return self.store.write(body, label="escalate")
 
     def _escalate_row(
         self, tx: Transaction, row: Row, *, reason: str, actor: str, owner: str | None = None
@@ -1146,6 +1299,16 @@ class Ledger:
             return written
 
         return event_from_row(self.store.write(body, label="correct_event"))
+
+
+MAX_LIMIT = 10_000
+
+
+def _limit(value: object, what: str = "limit") -> int:
+    """A page or batch size: an integer from 1 to :data:`MAX_LIMIT`, else ``invalid_input``."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_LIMIT}", field=what)
+    return value
 
 
 def _micros(delta: timedelta) -> int:

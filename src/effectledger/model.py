@@ -27,11 +27,17 @@ __all__ = [
     "Outcome",
     "PreparedAttempt",
     "from_micros",
+    "is_identifier",
     "to_micros",
     "validate_identifier",
 ]
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+
+
+def is_identifier(value: object) -> bool:
+    """Whether ``value`` is a well-formed id (1-128 chars, ``[A-Za-z0-9._:@/-]``)."""
+    return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
 
 
 def validate_identifier(value: object, what: str) -> str:

@@ -27,7 +27,9 @@ from effectledger import (
     SubmitMode,
 )
 from effectledger.model import to_micros
+from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, run_sql
+from tests.scale.worker import ROLE_POLICY
 
 pytestmark = pytest.mark.slow
 
@@ -154,6 +156,60 @@ def test_four_recovery_workers_look_up_1000_operations_once_per_window(
     assert _per_operation(store_url, "ReconciliationStarted") == {f"op-{i}": 2 for i in range(1000)}
     assert _scalar(store_url, "SELECT count(*) FROM operations WHERE state = 'SUCCEEDED'") == 1000
     assert receiver.counts().submissions == 1000  # recovery never resubmits
+
+
+def test_four_guarded_executor_processes_perform_role_approved_work_once(
+    store_url: str, tmp_path: Path, clock: ManualClock
+) -> None:
+    """Four processes draining with the dispatch guard perform 40 role-approved refunds once."""
+    world = build_world(store_url, tmp_path, clock, ROLE_POLICY)
+    try:
+        for _ in range(40):
+            proposal, approval = world.approved()
+            world.service.authority.admit(
+                AGENT, proposal.proposal_id, approval_id=approval.approval_id
+            )
+        args = ["--db", store_url, "--receiver", str(world.receiver.path), "--limit", "5"]
+
+        results = _run_together(
+            "guarded-pool", 4, [*args, "--clock-us", str(to_micros(clock.now()))]
+        )
+
+        assert [code for code, _ in results] == [0] * 4
+        assert _scalar(store_url, "SELECT count(*) FROM attempts") == 40
+        states = run_sql(store_url, "SELECT state, count(*) FROM operations GROUP BY state")
+        assert {str(state): int(count) for state, count in states} == {"SUCCEEDED": 40}
+        assert _per_operation(store_url, "OperationReleased") == {}
+        counts = world.receiver.counts()
+        assert (counts.submissions, counts.effects) == (40, 40)
+    finally:
+        world.ledger.store.close()
+        world.receiver.close()
+
+
+def test_four_recovery_processes_of_another_destination_spend_no_lookup_window(
+    store_url: str,
+    ledger: Ledger,
+    clock: ManualClock,
+    receiver: SimulatedReceiver,
+    context: Context,
+    tmp_path: Path,
+) -> None:
+    """Recovery processes bound to another account reserve, look up and write nothing."""
+    _lose_replies(ledger, context, receiver, 100)
+    due = clock.advance(ledger.settings.recover_after)
+    events = _scalar(store_url, "SELECT count(*) FROM audit_events")
+    windows = run_sql(store_url, "SELECT attempt_id, recover_after_us FROM attempts ORDER BY 1")
+    other = ["--db", store_url, "--receiver", str(tmp_path / "other.db"), "--account", "acct-b"]
+
+    results = _run_together("recover", 4, [*other, "--clock-us", str(to_micros(due))])
+
+    assert results == [(0, {"done": 0})] * 4
+    assert _scalar(store_url, "SELECT count(*) FROM audit_events") == events
+    assert run_sql(store_url, "SELECT attempt_id, recover_after_us FROM attempts ORDER BY 1") == (
+        windows
+    )
+    assert receiver.counts().lookups == 0
 
 
 @pytest.mark.parametrize("crash_at", ["destination_committed", "inside_record"])

@@ -139,6 +139,8 @@ JOIN operations AS o
   ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
  AND o.active_attempt_id = a.attempt_id
 WHERE a.recover_after_us <= %(now_us)s AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+  AND a.destination_account = %(destination_account)s
+  AND a.destination_endpoint = %(destination_endpoint)s
 ORDER BY a.recover_after_us
 LIMIT %(limit)s
 FOR UPDATE OF a, o SKIP LOCKED;
@@ -161,6 +163,11 @@ ORDER BY sequence;
 SELECT sequence, event_hash FROM audit_events
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 ORDER BY sequence DESC LIMIT 1;
+
+-- name: event_present
+-- Whether the event a write computed was stored (read back after a lost COMMIT acknowledgement).
+SELECT 1 AS present FROM audit_events
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND event_hash = %(event_hash)s;
 
 -- name: event_by_observation
 SELECT event_id FROM audit_events

@@ -127,6 +127,8 @@ CROSS JOIN attempts AS a
   ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
  AND a.attempt_id = o.active_attempt_id
 WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+  AND a.destination_account = :destination_account
+  AND a.destination_endpoint = :destination_endpoint
 ORDER BY a.recover_after_us
 LIMIT :limit;
 
@@ -147,6 +149,11 @@ ORDER BY sequence;
 SELECT sequence, event_hash FROM audit_events
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id
 ORDER BY sequence DESC LIMIT 1;
+
+-- name: event_present
+-- Whether the event a write computed was stored (read back after a lost COMMIT acknowledgement).
+SELECT 1 AS present FROM audit_events
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND event_hash = :event_hash;
 
 -- name: event_by_observation
 SELECT event_id FROM audit_events
