@@ -333,7 +333,8 @@ class Ledger:
         proposal and a consumed approval instead. A repeat by the same requester with the same
         revision, command and destination returns the stored operation unchanged; any other
         repeat raises :class:`AdmissionConflict` and writes nothing. The destination and its
-        idempotency key are fixed here for good.
+        idempotency key are fixed here for good. A lost COMMIT acknowledgement is settled here
+        by that replay, never left to the caller.
         """
         draft = self.draft_operation(
             context,
@@ -343,7 +344,13 @@ class Ledger:
             destination=destination,
             admission_reference=admission_reference,
         )
-        operation = self.store.write(lambda tx: self.insert_operation(tx, draft), label="admit")
+        try:
+            operation = self.store.write(lambda tx: self.insert_operation(tx, draft), label="admit")
+        except CommitUncertain:
+            # An admission is its own exact replay: run again, it returns the operation the
+            # lost COMMIT stored (the insert waits for that transaction to end first), or
+            # admits it now if it was not stored.
+            operation = self.store.write(lambda tx: self.insert_operation(tx, draft), label="admit")
         crash_point("after_admit")
         return operation
 
@@ -361,17 +368,35 @@ class Ledger:
         pool: str | None = None,
         units: int = 0,
     ) -> dict[str, Any]:
-        """Validate an admission and return the row to insert (no database access)."""
+        """Validate an admission and return the row to insert (no database access).
+
+        Every argument is checked before anything is written; a malformed one is refused with
+        ``invalid_input`` naming the field.
+        """
+        _context(context)
         validate_identifier(operation_id, "operation_id")
         validate_identifier(revision, "revision")
+        if not isinstance(command, Command):
+            raise InvalidInput("command must be a Command", field="command")
         validate_identifier(command.action, "action")
         validate_identifier(command.contract_version, "contract_version")
-        validate_identifier(destination.account_id, "destination.account_id")
-        if not isinstance(destination.endpoint, str) or not 0 < len(destination.endpoint) <= 512:
-            raise InvalidInput("destination.endpoint must be 1-512 characters")
+        if not isinstance(command.arguments, Mapping):
+            raise InvalidInput("command.arguments must be a mapping", field="command.arguments")
+        if not isinstance(destination, DestinationRef):
+            raise InvalidInput("destination must be a DestinationRef", field="destination")
+        # A DestinationRef validated its account and endpoint when it was made; re-check in
+        # case it was built around that (object.__setattr__ on a frozen record).
+        DestinationRef(account_id=destination.account_id, endpoint=destination.endpoint)
         if not isinstance(admission_reference, str) or not admission_reference.strip():
             raise MissingAdmission("an operation needs the reference of the decision admitting it")
         _reference(admission_reference, "admission_reference")
+        for name, value in (("proposal_id", proposal_id), ("approval_id", approval_id)):
+            if value is not None:
+                validate_identifier(value, name)
+        if pool is not None:
+            validate_identifier(pool, "pool")
+        if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= _MAX_UNITS:
+            raise InvalidInput(f"units must be an integer from 0 to {_MAX_UNITS}", field="units")
         stored_command = {
             "action": command.action,
             "contract_version": command.contract_version,
@@ -505,6 +530,7 @@ class Ledger:
 
     def get(self, context: Context, operation_id: str) -> Operation:
         """The operation as stored, if it belongs to the context's tenant."""
+        _context(context)
         validate_identifier(operation_id, "operation_id")
         row = self.store.one("operation_get", self._key(context.tenant_id, operation_id))
         if row is None:
@@ -516,6 +542,8 @@ class Ledger:
 
         A foreign tenant or another requester is told ``not_found``, never the state.
         """
+        _context(context)
+        validate_identifier(operation_id, "operation_id")
         row = self.store.one("operation_status", self._key(context.tenant_id, operation_id))
         if row is None or row["requester_id"] != context.actor_id:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
@@ -527,7 +555,9 @@ class Ledger:
         )
 
     def list_operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
-        """The tenant's most recent operations, newest first."""
+        """The tenant's most recent operations, newest first (``limit``: 1 to 10,000)."""
+        _context(context)
+        limit = _limit(limit)
         rows = self.store.read(
             lambda tx: tx.all("operations_list", {"tenant_id": context.tenant_id, "limit": limit})
         )
@@ -535,7 +565,7 @@ class Ledger:
 
     def attempts(self, context: Context, operation_id: str) -> list[Attempt]:
         """Every attempt of one of the tenant's operations, oldest first."""
-        self.get(context, operation_id)
+        self.get(context, operation_id)  # validates the context and the id
         rows = self.store.read(
             lambda tx: tx.all("attempts_for_operation", self._key(context.tenant_id, operation_id))
         )
@@ -546,6 +576,7 @@ class Ledger:
 
         Raises ``NotFound`` when the tenant has no events under that id.
         """
+        _context(context)
         validate_identifier(operation_id, "operation_id")
         rows = self.store.read(
             lambda tx: tx.all("events_for_operation", self._key(context.tenant_id, operation_id))
@@ -1302,6 +1333,14 @@ class Ledger:
 
 
 MAX_LIMIT = 10_000
+_MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
+
+
+def _context(context: object) -> Context:
+    """``context`` if it is a :class:`Context`, else ``invalid_input`` (never an AttributeError)."""
+    if not isinstance(context, Context):
+        raise InvalidInput("context must be a Context from the trusted host", field="context")
+    return context
 
 
 def _limit(value: object, what: str = "limit") -> int:

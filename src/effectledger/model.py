@@ -112,14 +112,46 @@ class Context:
     def __post_init__(self) -> None:
         validate_identifier(self.tenant_id, "tenant_id")
         validate_identifier(self.actor_id, "actor_id")
+        roles: object = self.roles
+        if type(roles) is not frozenset:
+            if isinstance(roles, str) or not isinstance(roles, (set, frozenset, list, tuple)):
+                from effectledger.errors import InvalidInput
+
+                raise InvalidInput("roles must be a set of role names", field="roles")
+            object.__setattr__(self, "roles", frozenset(roles))
+        for role in self.roles:
+            validate_identifier(role, "roles")
+
+
+MAX_ENDPOINT_LENGTH = 512
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DestinationRef:
-    """The external system an operation is bound to: compared exactly, case-sensitively."""
+    """The external system an operation is bound to: compared exactly, case-sensitively.
+
+    ``account_id`` is an identifier; ``endpoint`` is 1-512 printable characters (no control
+    characters, no lone surrogates). Anything else is refused with ``invalid_input`` naming the
+    field, wherever a destination is named.
+    """
 
     account_id: str
     endpoint: str
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.account_id, "destination.account_id")
+        endpoint: object = self.endpoint
+        if (
+            not isinstance(endpoint, str)
+            or not 0 < len(endpoint) <= MAX_ENDPOINT_LENGTH
+            or not endpoint.isprintable()
+        ):
+            from effectledger.errors import InvalidInput
+
+            raise InvalidInput(
+                f"destination.endpoint must be 1-{MAX_ENDPOINT_LENGTH} printable characters",
+                field="destination.endpoint",
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -293,3 +293,23 @@ def test_recovery_settles_a_reservation_whose_commit_went_unacknowledged(
     )
     assert _kinds(direct_store, context, "op-1").count("ReconciliationStarted") == 1
     assert receiver.counts().lookups == 1
+
+
+@pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST])
+def test_admission_whose_commit_went_unacknowledged_is_settled_by_its_replay(
+    proxied_ledger: Ledger,
+    proxy: CuttingProxy,
+    direct_store: PostgresStore,
+    receiver: SimulatedReceiver,
+    context: Context,
+    cut: Cut,
+) -> None:
+    """Ledger.admit settles a lost COMMIT itself: one operation, one OperationAdmitted event."""
+    proxy.arm(cut)
+
+    operation = admit(proxied_ledger, context, receiver)
+
+    assert proxy.cuts == 1
+    assert operation.state is OperationState.READY
+    assert _kinds(direct_store, context, "op-1") == ["OperationAdmitted"]
+    assert Ledger(direct_store).get(context, "op-1").fingerprint == operation.fingerprint

@@ -23,7 +23,7 @@ from pathlib import Path
 from effectledger._failpoints import crash_point
 from effectledger.canonical import canonical_bytes, fingerprint
 from effectledger.destinations import SubmissionOutcomeUnknown
-from effectledger.model import Command, Observation, Outcome
+from effectledger.model import Command, DestinationRef, Observation, Outcome
 
 __all__ = [
     "DestinationUnavailable",
@@ -92,6 +92,9 @@ class SimulatedReceiver:
         reply_delay_s: float = 0.0,
         synchronous: str = "FULL",
     ) -> None:
+        # Refuses a malformed account or endpoint (a control character, a lone surrogate) with
+        # invalid_input here, not with an encoding error at the first submission.
+        DestinationRef(account_id=account_id, endpoint=endpoint)
         self.path = Path(path)
         self._account_id = account_id
         self._endpoint = endpoint
