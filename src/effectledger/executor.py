@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
-from effectledger.errors import CommitUncertain, EffectLedgerError, StorageError
+from effectledger.errors import CommitUncertain, EffectLedgerError, InvalidInput, StorageError
 from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id
 from effectledger.model import (
     Context,
@@ -28,6 +28,8 @@ from effectledger.model import (
     Operation,
     OperationState,
     PreparedAttempt,
+    validate_identifier,
+    validate_limit,
 )
 
 __all__ = ["DispatchGuard", "Executor"]
@@ -68,6 +70,9 @@ class Executor:
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
         """Perform the operation once, or report what was already recorded for it."""
+        if not isinstance(context, Context):
+            raise InvalidInput("context must be a Context from the trusted host", field="context")
+        validate_identifier(operation_id, "operation_id")
         if self.guard is not None:
             return self._execute_rechecked(context, operation_id, self.guard)
         claimed: PreparedAttempt | DispatchResult | None
@@ -138,6 +143,7 @@ class Executor:
         run this loop against one database. Returns what was recorded for each operation taken.
         With a dispatch ``guard`` each operation is rechecked before its claim instead.
         """
+        limit = validate_limit(limit)
         bound = self._binding()
         results: list[DispatchResult] = []
         if self.guard is not None:

@@ -50,6 +50,7 @@ from effectledger.model import (
     is_identifier,
     to_micros,
     validate_identifier,
+    validate_limit,
 )
 from effectledger.rows import (
     attempt_from_row,
@@ -557,7 +558,7 @@ class Ledger:
     def list_operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
         """The tenant's most recent operations, newest first (``limit``: 1 to 10,000)."""
         _context(context)
-        limit = _limit(limit)
+        limit = validate_limit(limit)
         rows = self.store.read(
             lambda tx: tx.all("operations_list", {"tenant_id": context.tenant_id, "limit": limit})
         )
@@ -1086,7 +1087,7 @@ class Ledger:
         acknowledgement is lost, the reservations are read back once the operations settle and
         only those found stored are returned; the others are still due for the next pass.
         """
-        limit = _limit(limit)
+        limit = validate_limit(limit)
         written: list[tuple[str, str, str, Attempt | None]] = []
 
         def body(tx: Transaction) -> DueWork:
@@ -1332,7 +1333,6 @@ class Ledger:
         return event_from_row(self.store.write(body, label="correct_event"))
 
 
-MAX_LIMIT = 10_000
 _MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
 
 
@@ -1341,13 +1341,6 @@ def _context(context: object) -> Context:
     if not isinstance(context, Context):
         raise InvalidInput("context must be a Context from the trusted host", field="context")
     return context
-
-
-def _limit(value: object, what: str = "limit") -> int:
-    """A page or batch size: an integer from 1 to :data:`MAX_LIMIT`, else ``invalid_input``."""
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
-        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_LIMIT}", field=what)
-    return value
 
 
 def _micros(delta: timedelta) -> int:

@@ -30,6 +30,7 @@ __all__ = [
     "is_identifier",
     "to_micros",
     "validate_identifier",
+    "validate_limit",
 ]
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
@@ -53,6 +54,22 @@ def validate_identifier(value: object, what: str) -> str:
             f"{what} must be 1-128 characters of letters, digits and . _ : @ / -",
             field=what,
         )
+    return value
+
+
+MAX_LIMIT = 10_000
+
+
+def validate_limit(value: object, what: str = "limit") -> int:
+    """Return ``value`` if it is a page or batch size: an integer from 1 to 10,000.
+
+    Raises :class:`~effectledger.errors.InvalidInput` naming the field otherwise (a string, a
+    bool, zero or a negative number never means "everything").
+    """
+    from effectledger.errors import InvalidInput
+
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_LIMIT}", field=what)
     return value
 
 

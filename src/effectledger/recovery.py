@@ -25,6 +25,7 @@ from effectledger.model import (
     Operation,
     OperationState,
     Outcome,
+    validate_limit,
 )
 
 __all__ = ["RecoveryReport", "RecoveryWorker"]
@@ -78,6 +79,7 @@ class RecoveryWorker:
         One operation that fails (a failed lookup, a storage error, a reply that cannot be
         recorded) is reported in ``failed`` and never ends the pass.
         """
+        limit = validate_limit(limit)
         report = RecoveryReport()
         work: list[tuple[Destination, Attempt]] = []
         for bound, destination in self.destinations.items():

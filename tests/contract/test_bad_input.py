@@ -14,8 +14,10 @@ from effectledger import (
     Command,
     Context,
     DestinationRef,
+    Executor,
     InvalidInput,
     Ledger,
+    RecoveryWorker,
     SimulatedReceiver,
     StorageError,
     open_store,
@@ -57,6 +59,39 @@ def test_reads_refuse_malformed_arguments_naming_the_field(
     """Every read answers invalid_input with the field, never not_found or a raw exception."""
     admit(ledger, context, receiver)
     _refused(lambda: read(ledger, context), field)
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (
+            lambda ledger, receiver, ctx: Executor(ledger, receiver).execute(ctx, None),
+            "operation_id",
+        ),
+        (lambda ledger, receiver, ctx: Executor(ledger, receiver).execute(None, "op-1"), "context"),
+        (lambda ledger, receiver, ctx: Executor(ledger, receiver).run_ready(limit="x"), "limit"),
+        (lambda ledger, receiver, ctx: Executor(ledger, receiver).run_ready(limit=-1), "limit"),
+        (lambda ledger, receiver, ctx: RecoveryWorker(ledger, receiver).run_once(limit=0), "limit"),
+        (
+            lambda ledger, receiver, ctx: RecoveryWorker(ledger, receiver).run_once(limit="5"),
+            "limit",
+        ),
+    ],
+)
+def test_workers_refuse_malformed_arguments_and_send_nothing(
+    ledger: Ledger,
+    store_url: str,
+    context: Context,
+    receiver: SimulatedReceiver,
+    call: Any,
+    field: str,
+) -> None:
+    """The executor and recovery worker answer invalid_input; no claim, no contact."""
+    admit(ledger, context, receiver)
+    _refused(lambda: call(ledger, receiver, context), field)
+    assert count_rows(store_url, "attempts") == 0
+    counts = receiver.counts()
+    assert (counts.submissions, counts.lookups) == (0, 0)
 
 
 @pytest.mark.parametrize(
