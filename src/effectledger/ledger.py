@@ -925,6 +925,7 @@ class Ledger:
         ``recover_after`` is due.
         """
         unrecordable = _unrecordable(observation)
+        reported: object = None
         if unrecordable is not None:
             log.warning(
                 "unrecordable reply for %s/%s recorded as Unknown: %s",
