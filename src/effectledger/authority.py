@@ -460,17 +460,22 @@ class Authority:
 
     # -- dispatch-time recheck and capacity ----------------------------------------------
 
-    def dispatch_guard(self, context: Context, operation: Operation) -> str | None:
+    def dispatch_guard(self, worker: Context, operation: Operation) -> str | None:
         """The dispatch-time recheck: a reason to release the operation, or ``None``.
 
-        Rechecks the proposal's digest and expiry, the target's resource version and whether
-        policy still allows the requester this effect. Operations admitted without a proposal
-        are not checked here.
+        ``worker`` is the dispatching executor's trusted identity in the operation's tenant
+        (see :data:`effectledger.executor.DispatchGuard`), never a stand-in for the requester.
+        Permission is what admission stored: the approval or pre-authorization it consumed,
+        or the policy tier it recorded, decided under the requester's own roles; it is not
+        re-evaluated here. What can go stale after admission is rechecked: the proposal's
+        digest, its expiry and the target's resource version (read under ``worker``).
+        Operations admitted without a proposal are not checked here.
         """
         if operation.proposal_id is None:
             return None
         row = self._store.one(
-            "proposal_get", {"tenant_id": context.tenant_id, "proposal_id": operation.proposal_id}
+            "proposal_get",
+            {"tenant_id": operation.tenant_id, "proposal_id": operation.proposal_id},
         )
         if row is None:
             return "digest_mismatch"
@@ -478,15 +483,13 @@ class Authority:
             proposal = proposal_from_row(row)
         except TamperedProposal:
             return "digest_mismatch"
+        if proposal.operation_id != operation.operation_id:
+            return "digest_mismatch"
         action = self.registry.get(proposal.action)
-        now = self._now()
-        if now >= proposal.expires_at:
+        if self._now() >= proposal.expires_at:
             return "expired"
-        if action.resource_version(context, proposal.target) != proposal.resource_version:
+        if action.resource_version(worker, proposal.target) != proposal.resource_version:
             return "stale_resource_version"
-        decision = action.policy.decide(context, proposal, now)
-        if not decision.allowed:
-            return "policy_denied"
         return None
 
     def set_capacity_limit(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
-from effectledger.errors import CommitUncertain, StorageError
+from effectledger.errors import CommitUncertain, EffectLedgerError, InvalidInput, StorageError
 from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id
 from effectledger.model import (
     Context,
@@ -29,6 +29,8 @@ from effectledger.model import (
     Operation,
     OperationState,
     PreparedAttempt,
+    validate_identifier,
+    validate_limit,
 )
 
 __all__ = ["PERFORMED", "RELEASED", "REPLAYED", "DispatchGuard", "ExecutionStep", "Executor"]
@@ -37,7 +39,13 @@ log = logging.getLogger(__name__)
 
 
 DispatchGuard = Callable[[Context, Operation], "str | None"]
-"""A dispatch-time recheck: returns a reason code to release the operation, or ``None``."""
+"""A dispatch-time recheck: returns a reason code to release the operation, or ``None``.
+
+It is called with the dispatching worker's trusted identity (``Context(tenant_id=<the
+operation's tenant>, actor_id=<executor_id>)``, no roles) and the operation as stored, whoever
+asked for the dispatch: permission was decided at admission and travels with the operation (its
+consumed approval or recorded policy tier), so the recheck never stands in for the requester.
+"""
 
 PERFORMED = "performed"
 RELEASED = "released"
@@ -89,6 +97,9 @@ class Executor:
         only when this call released the operation, and ``replayed`` otherwise (another call
         claimed it, or it was not READY): the result then reports the recorded state.
         """
+        if not isinstance(context, Context):
+            raise InvalidInput("context must be a Context from the trusted host", field="context")
+        validate_identifier(operation_id, "operation_id")
         if self.guard is not None:
             return self._execute_rechecked(context, operation_id, self.guard)
         claimed: PreparedAttempt | DispatchResult | None
@@ -115,7 +126,7 @@ class Executor:
         if status.state is not OperationState.READY:
             return ExecutionStep(result=status, taken=REPLAYED)
         operation = self.ledger.get(context, operation_id)
-        reason = guard(context, operation)
+        reason = guard(self._worker(operation.tenant_id), operation)
         if reason is not None:
             released, mine = self.ledger.release(
                 context, operation_id, reason=reason, expected_version=operation.version
@@ -149,6 +160,10 @@ class Executor:
         """
         return self._perform(prepared)
 
+    def _worker(self, tenant_id: str) -> Context:
+        """This executor's own trusted identity within ``tenant_id`` (for the recheck)."""
+        return Context(tenant_id=tenant_id, actor_id=self.executor_id)
+
     def _binding(self) -> DestinationRef:
         """The account and endpoint this executor's destination adapter is bound to."""
         return DestinationRef(
@@ -163,18 +178,24 @@ class Executor:
         run this loop against one database. Returns what was recorded for each operation taken.
         With a dispatch ``guard`` each operation is rechecked before its claim instead.
         """
+        limit = validate_limit(limit)
         bound = self._binding()
         results: list[DispatchResult] = []
         if self.guard is not None:
             # The dispatch-time recheck must run before a claim, so each operation goes through
-            # execute() under its requester's identity; a racing executor's claim wins cleanly.
-            # Only the stored identity is known here (no roles): a role-based permission recheck
-            # fails closed and releases the operation.
+            # execute(); a racing executor's claim wins cleanly. The stored requester only
+            # scopes the ledger's reads and writes to the operation: the recheck itself runs
+            # under this executor's identity on what admission stored (see DispatchGuard).
             for tenant_id, operation_id, requester_id in self.ledger.ready_operations(
                 bound, limit=limit
             ):
-                requester = Context(tenant_id=tenant_id, actor_id=requester_id)
-                results.append(self.execute(requester, operation_id))
+                scope = Context(tenant_id=tenant_id, actor_id=requester_id)
+                try:
+                    results.append(self.execute(scope, operation_id))
+                except CommitUncertain:
+                    # Not even a read-back could settle the claim: nothing was sent, and the
+                    # operation is READY for the next pass or IN_PROGRESS for recovery.
+                    log.warning("claim of %s/%s left unsettled", tenant_id, operation_id)
             return results
         for _ in range(limit):
             attempt_id = new_id()
@@ -187,9 +208,15 @@ class Executor:
                 uncertain_operation = uncertain.details.get("operation_id")
                 if not (isinstance(uncertain_tenant, str) and isinstance(uncertain_operation, str)):
                     raise
-                prepared = self._confirm(
-                    uncertain, uncertain_tenant, uncertain_operation, attempt_id
-                )
+                try:
+                    prepared = self._confirm(
+                        uncertain, uncertain_tenant, uncertain_operation, attempt_id
+                    )
+                except CommitUncertain:
+                    log.warning(
+                        "claim of %s/%s left unsettled", uncertain_tenant, uncertain_operation
+                    )
+                    continue  # nothing was sent; READY next pass, or IN_PROGRESS for recovery
                 if prepared is None:  # proven not claimed: it is still READY for the next pass
                     continue
             if prepared is None:
@@ -212,24 +239,46 @@ class Executor:
             raise uncertain from exc
 
     def _perform(self, prepared: PreparedAttempt) -> DispatchResult:
-        """Submit one committed claim outside any transaction and record what came back."""
+        """Submit one committed claim outside any transaction and record what came back.
+
+        Once the submission has been made the effect may have happened, so nothing after it is
+        reported as a failure: if the result cannot be recorded (the store is busy past the
+        record budget, unreachable, or its COMMIT could not be settled), the caller gets the
+        claimed state, IN_PROGRESS, which reads as uncertain, and recovery looks the attempt up
+        once its ``recover_after`` is due.
+        """
         operation_id = prepared.operation_id
         ensure_matches(self.destination, prepared.destination)
         try:
             observation = self.destination.submit(prepared.command, prepared.idempotency_key)
         except Exception as exc:
-            # The destination may have acted: Unknown, never a rejection. Only the exception's
-            # type is kept; its text may carry secrets or payload.
+            # The destination may have acted: Unknown, never a rejection. The exception is no
+            # evidence (evidence references something stored), and its text may carry secrets
+            # or payload: only its type is logged.
             log.warning("submission outcome unknown for %s: %s", operation_id, type(exc).__name__)
-            observation = Observation.unknown(f"executor/{type(exc).__name__}")
+            observation = Observation.unknown()
         except BaseException:
             # Interrupted mid-submission: record the uncertainty before letting go.
-            self.ledger.record(
-                prepared, Observation.unknown("executor/interrupted"), actor=self.executor_id
-            )
+            self._record(prepared, Observation.unknown())
             raise
         crash_point("after_reply")
-        return self.ledger.record(prepared, observation, actor=self.executor_id)
+        return self._record(prepared, observation)
+
+    def _record(self, prepared: PreparedAttempt, observation: Observation) -> DispatchResult:
+        try:
+            return self.ledger.record(prepared, observation, actor=self.executor_id)
+        except EffectLedgerError as exc:
+            log.warning(
+                "result of %s/%s not recorded (%s); it stays uncertain for recovery",
+                prepared.tenant_id,
+                prepared.operation_id,
+                exc.code,
+            )
+            return DispatchResult(
+                operation_id=prepared.operation_id,
+                state=OperationState.IN_PROGRESS,
+                attempt_id=prepared.attempt_id,
+            )
 
     async def execute_async(self, context: Context, operation_id: str) -> DispatchResult:
         """:meth:`execute` in a worker thread; the result is recorded even if the caller cancels.

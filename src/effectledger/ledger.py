@@ -27,7 +27,6 @@ from effectledger.errors import (
     CommitUncertain,
     ConcurrentModification,
     DestinationMismatch,
-    EvidenceRequired,
     IntegrityError,
     InvalidInput,
     InvalidTransition,
@@ -35,6 +34,7 @@ from effectledger.errors import (
     NotFound,
     NotPermitted,
     OperationIdTaken,
+    StorageError,
     TamperedCommand,
 )
 from effectledger.evidence import store_evidence
@@ -50,8 +50,10 @@ from effectledger.model import (
     OperationState,
     Outcome,
     PreparedAttempt,
+    is_identifier,
     to_micros,
     validate_identifier,
+    validate_limit,
 )
 from effectledger.rows import (
     attempt_from_row,
@@ -59,6 +61,7 @@ from effectledger.rows import (
     result_from_row,
 )
 from effectledger.store import Row, Store, Transaction
+from effectledger.text import unprintable
 from effectledger.transitions import transition
 
 __all__ = [
@@ -148,9 +151,47 @@ def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> str:
 
 
 def _reference(value: str | None, what: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 512):
-        raise InvalidInput(f"{what} must be 1-{MAX_REFERENCE_LENGTH} characters", field=what)
+    problem = _reference_problem(value)
+    if problem is not None:
+        raise InvalidInput(
+            f"{what} must be 1-{MAX_REFERENCE_LENGTH} printable characters ({problem})",
+            field=what,
+            problem=problem,
+        )
     return value
+
+
+def _reference_problem(value: object) -> str | None:
+    """Why ``value`` cannot be stored as a reference (``None``: it can, or it is absent)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "not_text"
+    if len(value) > MAX_REFERENCE_LENGTH:
+        return "too_long"
+    return unprintable(value)
+
+
+def _unrecordable(observation: object) -> str | None:
+    """Why a destination's reply cannot be recorded as it stands, or ``None``.
+
+    The effect may have happened whatever the reply looks like, so a reply the ledger cannot
+    store is never an input error: :meth:`Ledger.record` records it as Unknown with this reason.
+    """
+    if not isinstance(observation, Observation) or not isinstance(observation.outcome, Outcome):
+        return "reply:not_an_observation"
+    for what in ("provider_reference", "evidence_reference"):
+        problem = _reference_problem(getattr(observation, what))
+        if problem is not None:
+            return f"{what}:{problem}"
+    if observation.observation_id is not None and not is_identifier(observation.observation_id):
+        return "observation_id:malformed"
+    if observation.outcome is Outcome.ACCEPTED:
+        if observation.provider_reference is None:
+            return "provider_reference:missing"
+        if observation.evidence_reference is None:
+            return "evidence_reference:missing"
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -362,7 +403,8 @@ class Ledger:
         proposal and a consumed approval instead. A repeat by the same requester with the same
         revision, command and destination returns the stored operation unchanged; any other
         repeat raises :class:`AdmissionConflict` and writes nothing. The destination and its
-        idempotency key are fixed here for good.
+        idempotency key are fixed here for good. A lost COMMIT acknowledgement is settled here
+        by that replay, never left to the caller.
         """
         draft = self.draft_operation(
             context,
@@ -382,7 +424,13 @@ class Ledger:
                 )
             return self.insert_operation(tx, draft)
 
-        operation = self.store.write(body, label="admit")
+        try:
+            operation = self.store.write(body, label="admit")
+        except CommitUncertain:
+            # An admission is its own exact replay: run again, it returns the operation the
+            # lost COMMIT stored (the insert waits for that transaction to end first), or
+            # admits it now if it was not stored.
+            operation = self.store.write(body, label="admit")
         crash_point("after_admit")
         return operation
 
@@ -400,17 +448,35 @@ class Ledger:
         pool: str | None = None,
         units: int = 0,
     ) -> dict[str, Any]:
-        """Validate an admission and return the row to insert (no database access)."""
+        """Validate an admission and return the row to insert (no database access).
+
+        Every argument is checked before anything is written; a malformed one is refused with
+        ``invalid_input`` naming the field.
+        """
+        _context(context)
         validate_operation_id(operation_id)
         validate_identifier(revision, "revision")
+        if not isinstance(command, Command):
+            raise InvalidInput("command must be a Command", field="command")
         validate_identifier(command.action, "action")
         validate_identifier(command.contract_version, "contract_version")
-        validate_identifier(destination.account_id, "destination.account_id")
-        if not isinstance(destination.endpoint, str) or not 0 < len(destination.endpoint) <= 512:
-            raise InvalidInput("destination.endpoint must be 1-512 characters")
+        if not isinstance(command.arguments, Mapping):
+            raise InvalidInput("command.arguments must be a mapping", field="command.arguments")
+        if not isinstance(destination, DestinationRef):
+            raise InvalidInput("destination must be a DestinationRef", field="destination")
+        # A DestinationRef validated its account and endpoint when it was made; re-check in
+        # case it was built around that (object.__setattr__ on a frozen record).
+        DestinationRef(account_id=destination.account_id, endpoint=destination.endpoint)
         if not isinstance(admission_reference, str) or not admission_reference.strip():
             raise MissingAdmission("an operation needs the reference of the decision admitting it")
         _reference(admission_reference, "admission_reference")
+        for name, value in (("proposal_id", proposal_id), ("approval_id", approval_id)):
+            if value is not None:
+                validate_identifier(value, name)
+        if pool is not None:
+            validate_identifier(pool, "pool")
+        if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= _MAX_UNITS:
+            raise InvalidInput(f"units must be an integer from 0 to {_MAX_UNITS}", field="units")
         stored_command = {
             "action": command.action,
             "contract_version": command.contract_version,
@@ -549,6 +615,7 @@ class Ledger:
 
     def get(self, context: Context, operation_id: str) -> Operation:
         """The operation as stored, if it belongs to the context's tenant."""
+        _context(context)
         validate_identifier(operation_id, "operation_id")
         row = self.store.one("operation_get", _key(context.tenant_id, operation_id))
         if row is None:
@@ -560,6 +627,8 @@ class Ledger:
 
         A foreign tenant or another requester is told ``not_found``, never the state.
         """
+        _context(context)
+        validate_identifier(operation_id, "operation_id")
         row = self.store.one("operation_status", _key(context.tenant_id, operation_id))
         if row is None or row["requester_id"] != context.actor_id:
             raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
@@ -593,7 +662,9 @@ class Ledger:
         return result_from_row(row)
 
     def list_operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
-        """The tenant's most recent operations, newest first."""
+        """The tenant's most recent operations, newest first (``limit``: 1 to 10,000)."""
+        _context(context)
+        limit = validate_limit(limit)
         rows = self.store.read(
             lambda tx: tx.all("operations_list", {"tenant_id": context.tenant_id, "limit": limit})
         )
@@ -601,7 +672,7 @@ class Ledger:
 
     def attempts(self, context: Context, operation_id: str) -> list[Attempt]:
         """Every attempt of one of the tenant's operations, oldest first."""
-        self.get(context, operation_id)
+        self.get(context, operation_id)  # validates the context and the id
         rows = self.store.read(
             lambda tx: tx.all("attempts_for_operation", _key(context.tenant_id, operation_id))
         )
@@ -612,6 +683,7 @@ class Ledger:
 
         Raises ``NotFound`` when the tenant has no events under that id.
         """
+        _context(context)
         validate_identifier(operation_id, "operation_id")
         rows = self.store.read(
             lambda tx: tx.all("events_for_operation", _key(context.tenant_id, operation_id))
@@ -887,13 +959,6 @@ class Ledger:
             destination=destination,
         )
 
-    def attempt_committed(self, tenant_id: str, operation_id: str, attempt_id: str) -> bool:
-        """Whether a claim with this attempt id is durably stored (for uncertain commits)."""
-        row = self.store.one(
-            "attempt_exists", {**_key(tenant_id, operation_id), "attempt_id": attempt_id}
-        )
-        return row is not None
-
     def release(
         self, context: Context, operation_id: str, *, reason: str, expected_version: int
     ) -> tuple[DispatchResult, bool]:
@@ -982,28 +1047,37 @@ class Ledger:
         Only the active attempt of an unresolved operation changes the state; any other
         observation is kept as ``Late<Outcome>Observation`` and changes nothing. A concurrent
         change is not overwritten: the step is re-read and re-decided (at most three times).
+        A reply the ledger cannot store as it stands (an Accepted without both references, a
+        reference that is not 1-512 printable characters, not an :class:`Observation` at all)
+        is recorded as Unknown with the reason in its event's details: the effect may have
+        happened, so it is neither an input error nor a failure, and recovery looks it up.
+        If the COMMIT's acknowledgement is lost, the event it carried is looked for once the
+        operation settles: found, the result stands; absent, the record is made again.
         The whole record, waits for locks and re-reads included, runs within
         ``settings.record_budget``: past it :class:`~effectledger.errors.StorageBusy` is raised,
         nothing is written, and the attempt stays unresolved, so recovery looks it up once its
         ``recover_after`` is due.
         """
-        if observation.evidence is not None:  # the answer itself: kept with the event, below
-            observation = replace(observation, evidence_reference=observation.evidence.reference)
-        if observation.outcome is Outcome.ACCEPTED and not (
-            observation.provider_reference and observation.evidence_reference
-        ):
-            raise EvidenceRequired(
-                "an Accepted observation needs a provider reference and an evidence reference",
-                operation_id=prepared.operation_id,
+        evidence = getattr(observation, "evidence", None)  # not an Observation: unrecordable
+        if evidence is not None:  # the answer itself: kept with the event, below
+            observation = replace(observation, evidence_reference=evidence.reference)
+        unrecordable = _unrecordable(observation)
+        reported: object = None
+        if unrecordable is not None:
+            log.warning(
+                "unrecordable reply for %s/%s recorded as Unknown: %s",
+                prepared.tenant_id,
+                prepared.operation_id,
+                unrecordable,
             )
-        _reference(observation.provider_reference, "provider_reference")
-        _reference(observation.evidence_reference, "evidence_reference")
-        if observation.observation_id is not None:
-            validate_identifier(observation.observation_id, "observation_id")
+            reported = getattr(observation, "outcome", None)
+            observation = Observation.unknown()
         key = _key(prepared.tenant_id, prepared.operation_id)
         attempt_key = {**key, "attempt_id": prepared.attempt_id}
+        written: list[tuple[str, DispatchResult]] = []
 
         def body(tx: Transaction) -> DispatchResult:
+            written.clear()
             row = tx.one("operation_with_attempt", attempt_key)
             if row is None or not row["attempt_present"]:
                 raise NotFound("no such operation attempt", **attempt_key)
@@ -1037,6 +1111,11 @@ class Ledger:
                         "evidence_reference": observation.evidence_reference,
                     },
                 )
+            details = _observation_details(observation)
+            if unrecordable is not None:
+                details["unrecordable"] = unrecordable
+                if isinstance(reported, Outcome):
+                    details["reported_outcome"] = reported.value
             updated = self._transition(
                 tx,
                 row,
@@ -1047,34 +1126,59 @@ class Ledger:
                 now_us=self._now_us(),
                 attempt_id=prepared.attempt_id,
                 evidence_reference=observation.evidence_reference,
-                details=_observation_details(observation),
+                details=details,
                 observation_id=observation.observation_id,
                 **changes,
             )
             crash_point("inside_record")
-            return result_from_row(updated)
+            result = result_from_row(updated)
+            written.append((updated["last_event_hash"], result))
+            return result
 
         budget = self.settings.record_budget
         deadline = None if budget is None else time.monotonic() + budget.total_seconds()
         for attempt_number in range(1, _RECORD_ATTEMPTS + 1):
             left = None if deadline is None else deadline - time.monotonic()
+            last = attempt_number == _RECORD_ATTEMPTS or (
+                deadline is not None and time.monotonic() >= deadline
+            )
             try:
                 return self.store.write(body, label="record", budget_s=left)
             except ConcurrentModification:
-                if attempt_number == _RECORD_ATTEMPTS or (
-                    deadline is not None and time.monotonic() >= deadline
-                ):
+                if last:
+                    raise
+            except CommitUncertain as uncertain:
+                if not written:  # pragma: no cover - the body ran to its end before COMMIT
+                    raise
+                event_hash, result = written[0]
+                if self._landed(uncertain, key, [event_hash]):
+                    return result
+                if last:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # -- recovery ------------------------------------------------------------------------
+    def _landed(
+        self, uncertain: CommitUncertain, key: Mapping[str, str], event_hashes: list[str]
+    ) -> set[str]:
+        """Which of the events a write computed are stored, once its operation has settled.
 
-    def due_attempts(self, *, limit: int = 100) -> list[tuple[str, str, str]]:
-        """``(tenant, operation, attempt)`` of unresolved attempts whose recovery time is due."""
-        rows = self.store.read(
-            lambda tx: tx.all("attempts_due", {"now_us": self._now_us(), "limit": limit})
-        )
-        return [(row["tenant_id"], row["operation_id"], row["attempt_id"]) for row in rows]
+        For a write whose COMMIT acknowledgement was lost: waits (as :meth:`committed_claim`
+        does) until no transaction that changed the operation is open, then looks the events
+        up. If even that fails, the original :class:`CommitUncertain` is raised.
+        """
+        log.warning("%s: COMMIT unacknowledged, reading back", uncertain.details.get("label"))
+
+        def body(tx: Transaction) -> set[str]:
+            tx.one("operation_settle", key)
+            return {h for h in event_hashes if tx.one("event_present", {**key, "event_hash": h})}
+
+        try:
+            landed: set[str] = self.store.write(body, label="settle")
+        except StorageError as exc:
+            raise uncertain from exc
+        return landed
+
+    # -- recovery ------------------------------------------------------------------------
 
     def reserve_lookup(
         self, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str = RECOVERY_WORKER
@@ -1085,51 +1189,107 @@ class Ledger:
         due; ``recover_after`` moves to now + ``lookup_interval`` and ``ReconciliationStarted``
         is written. Only a returned attempt may be looked up.
         """
-        reserved = self.store.write(
-            lambda tx: self._reserve(tx, tenant_id, operation_id, attempt_id, actor=actor),
-            label="reserve_lookup",
-        )
-        if reserved is not None:
+        written: list[tuple[Attempt, str]] = []
+
+        def body(tx: Transaction) -> Attempt | None:
+            written.clear()
+            reserved = self._reserve(tx, tenant_id, operation_id, attempt_id, actor=actor)
+            if reserved is None:
+                return None
+            written.append(reserved)
+            return reserved[0]
+
+        try:
+            attempt = self.store.write(body, label="reserve_lookup")
+        except CommitUncertain as uncertain:
+            if not written:  # pragma: no cover - the body ran to its end before COMMIT
+                raise
+            attempt, event_hash = written[0]
+            if not self._landed(uncertain, _key(tenant_id, operation_id), [event_hash]):
+                return None  # not reserved: still due, for this or another worker
+        if attempt is not None:
             crash_point("after_reserve")
-        return reserved
+        return attempt
 
-    def reserve_due(self, *, limit: int = 100, actor: str = RECOVERY_WORKER) -> DueWork:
-        """Reserve the lookups of up to ``limit`` due attempts in one transaction.
+    def reserve_due(
+        self, destination: DestinationRef, *, limit: int = 100, actor: str = RECOVERY_WORKER
+    ) -> DueWork:
+        """Reserve the lookups of up to ``limit`` due attempts bound to ``destination``.
 
-        Attempts another worker is reserving are skipped, not waited for (``FOR UPDATE SKIP
-        LOCKED`` on PostgreSQL), so any number of workers on any number of hosts split the due
-        work and each attempt is looked up once per ``lookup_interval``. Each reservation is the
-        one of :meth:`reserve_lookup`; an operation whose inconclusive lookups are used up is
-        escalated to MANUAL_REVIEW instead, as :meth:`escalate` does.
+        One transaction. Only attempts sent to ``destination`` (exactly its account and
+        endpoint) are taken: a worker reserves only what its adapter can look up, and leaves
+        the windows of every other destination's attempts alone. Attempts another worker is
+        reserving are skipped, not waited for (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
+        any number of workers on any number of hosts split the due work and each attempt is
+        looked up once per ``lookup_interval``. Each reservation is the one of
+        :meth:`reserve_lookup`; an operation whose inconclusive lookups are used up is
+        escalated to MANUAL_REVIEW instead, as :meth:`escalate` does. If the COMMIT's
+        acknowledgement is lost, the reservations are read back once the operations settle and
+        only those found stored are returned; the others are still due for the next pass.
         """
+        limit = validate_limit(limit)
+        written: list[tuple[str, str, str, Attempt | None]] = []
 
         def body(tx: Transaction) -> DueWork:
+            written.clear()
             lookups: list[Attempt] = []
             escalated: list[tuple[str, str]] = []
-            due = tx.all("attempts_due_lock", {"now_us": self._now_us(), "limit": limit})
+            due = tx.all(
+                "attempts_due_lock",
+                {
+                    "now_us": self._now_us(),
+                    "limit": limit,
+                    "destination_account": destination.account_id,
+                    "destination_endpoint": destination.endpoint,
+                },
+            )
             for item in due:
                 tenant_id, operation_id = item["tenant_id"], item["operation_id"]
                 row = tx.one("operation_get", _key(tenant_id, operation_id))
                 if row is not None and self._spent(row):
-                    self._escalate_row(tx, row, reason="inconclusive_lookups", actor=actor)
+                    updated = self._escalate_row(
+                        tx, row, reason="inconclusive_lookups", actor=actor
+                    )
                     escalated.append((tenant_id, operation_id))
+                    written.append((tenant_id, operation_id, updated["last_event_hash"], None))
                     continue
-                attempt = self._reserve(
+                reserved = self._reserve(
                     tx, tenant_id, operation_id, item["attempt_id"], actor=actor
                 )
-                if attempt is not None:
+                if reserved is not None:
+                    attempt, event_hash = reserved
                     lookups.append(attempt)
+                    written.append((tenant_id, operation_id, event_hash, attempt))
             return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
 
-        work = self.store.write(body, label="reserve_due")
+        try:
+            work = self.store.write(body, label="reserve_due")
+        except CommitUncertain as uncertain:
+            work = self._reserved_after_all(uncertain, written)
         if work.lookups:
             crash_point("after_reserve")
         return work
 
+    def _reserved_after_all(
+        self, uncertain: CommitUncertain, written: list[tuple[str, str, str, Attempt | None]]
+    ) -> DueWork:
+        """What an unacknowledged :meth:`reserve_due` stored, read back operation by operation."""
+        lookups: list[Attempt] = []
+        escalated: list[tuple[str, str]] = []
+        for tenant_id, operation_id, event_hash, attempt in written:
+            if not self._landed(uncertain, _key(tenant_id, operation_id), [event_hash]):
+                continue
+            if attempt is None:
+                escalated.append((tenant_id, operation_id))
+            else:
+                lookups.append(attempt)
+        return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
+
     def _reserve(
         self, tx: Transaction, tenant_id: str, operation_id: str, attempt_id: str, *, actor: str
-    ) -> Attempt | None:
-        """The reservation step of one due attempt, or ``None`` if it is not due or not active."""
+    ) -> tuple[Attempt, str] | None:
+        """The reservation step of one due attempt and its event's hash, or ``None`` if the
+        attempt is not due or not active."""
         key = _key(tenant_id, operation_id)
         attempt_key = {**key, "attempt_id": attempt_id}
         row = tx.one("operation_get", key)
@@ -1145,7 +1305,7 @@ class Ledger:
             return None
         next_us = now_us + _micros(self.settings.lookup_interval)
         tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
-        self._transition(
+        updated = self._transition(
             tx,
             row,
             actor=actor,
@@ -1154,7 +1314,8 @@ class Ledger:
             attempt_id=attempt_id,
             details={"next_check_us": next_us},
         )
-        return attempt_from_row({**dict(attempt), "recover_after_us": next_us})
+        reserved = attempt_from_row({**dict(attempt), "recover_after_us": next_us})
+        return reserved, updated["last_event_hash"]
 
     def _spent(self, row: Row) -> bool:
         return (
@@ -1180,17 +1341,29 @@ class Ledger:
         owner = validate_identifier(owner or self.settings.review_owner, "owner")
         key = _key(tenant_id, operation_id)
 
+        written: list[tuple[str, DispatchResult]] = []
+
         def body(tx: Transaction) -> DispatchResult:
+            written.clear()
             row = tx.one("operation_get", key)
             if row is None:
                 raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
             if row["state"] not in _RECOVERABLE_STATES:
                 return result_from_row(row)
-            return result_from_row(
-                self._escalate_row(tx, row, reason=reason, owner=owner, actor=actor)
-            )
+            updated = self._escalate_row(tx, row, reason=reason, owner=owner, actor=actor)
+            written.append((updated["last_event_hash"], result_from_row(updated)))
+            return written[0][1]
 
-        return self.store.write(body, label="escalate")
+        try:
+            return self.store.write(body, label="escalate")
+        except CommitUncertain as uncertain:
+            if not written:  # pragma: no cover - the body ran to its end before COMMIT
+                raise
+            event_hash, result = written[0]
+            if self._landed(uncertain, key, [event_hash]):
+                return result
+            # Not stored: escalate again; a state settled meanwhile is returned as it is.
+            return self.store.write(body, label="escalate")
 
     def _escalate_row(
         self, tx: Transaction, row: Row, *, reason: str, actor: str, owner: str | None = None
@@ -1298,6 +1471,16 @@ class Ledger:
             return written
 
         return event_from_row(self.store.write(body, label="correct_event"))
+
+
+_MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
+
+
+def _context(context: object) -> Context:
+    """``context`` if it is a :class:`Context`, else ``invalid_input`` (never an AttributeError)."""
+    if not isinstance(context, Context):
+        raise InvalidInput("context must be a Context from the trusted host", field="context")
+    return context
 
 
 def _micros(delta: timedelta) -> int:

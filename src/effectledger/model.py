@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from effectledger.evidence import Evidence
 
 __all__ = [
-    "RESOLVED_STATES",
     "Attempt",
     "AuditEvent",
     "Command",
@@ -33,11 +32,18 @@ __all__ = [
     "Outcome",
     "PreparedAttempt",
     "from_micros",
+    "is_identifier",
     "to_micros",
     "validate_identifier",
+    "validate_limit",
 ]
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+
+
+def is_identifier(value: object) -> bool:
+    """Whether ``value`` is a well-formed id (1-128 chars, ``[A-Za-z0-9._:@/-]``)."""
+    return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
 
 
 def validate_identifier(value: object, what: str) -> str:
@@ -53,6 +59,22 @@ def validate_identifier(value: object, what: str) -> str:
             f"{what} must be 1-128 characters of letters, digits and . _ : @ / -",
             field=what,
         )
+    return value
+
+
+MAX_LIMIT = 10_000
+
+
+def validate_limit(value: object, what: str = "limit") -> int:
+    """Return ``value`` if it is a page or batch size: an integer from 1 to 10,000.
+
+    Raises :class:`~effectledger.errors.InvalidInput` naming the field otherwise (a string, a
+    bool, zero or a negative number never means "everything").
+    """
+    from effectledger.errors import InvalidInput
+
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_LIMIT}", field=what)
     return value
 
 
@@ -92,11 +114,6 @@ class OperationState(enum.StrEnum):
         )
 
 
-RESOLVED_STATES = frozenset(
-    {OperationState.SUCCEEDED, OperationState.REJECTED, OperationState.RELEASED}
-)
-
-
 class Outcome(enum.StrEnum):
     """What a destination told us about one submission or lookup."""
 
@@ -117,14 +134,46 @@ class Context:
     def __post_init__(self) -> None:
         validate_identifier(self.tenant_id, "tenant_id")
         validate_identifier(self.actor_id, "actor_id")
+        roles: object = self.roles
+        if type(roles) is not frozenset:
+            if isinstance(roles, str) or not isinstance(roles, (set, frozenset, list, tuple)):
+                from effectledger.errors import InvalidInput
+
+                raise InvalidInput("roles must be a set of role names", field="roles")
+            object.__setattr__(self, "roles", frozenset(roles))
+        for role in self.roles:
+            validate_identifier(role, "roles")
+
+
+MAX_ENDPOINT_LENGTH = 512
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DestinationRef:
-    """The external system an operation is bound to: compared exactly, case-sensitively."""
+    """The external system an operation is bound to: compared exactly, case-sensitively.
+
+    ``account_id`` is an identifier; ``endpoint`` is 1-512 printable characters (no control
+    characters, no lone surrogates). Anything else is refused with ``invalid_input`` naming the
+    field, wherever a destination is named.
+    """
 
     account_id: str
     endpoint: str
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.account_id, "destination.account_id")
+        endpoint: object = self.endpoint
+        if (
+            not isinstance(endpoint, str)
+            or not 0 < len(endpoint) <= MAX_ENDPOINT_LENGTH
+            or not endpoint.isprintable()
+        ):
+            from effectledger.errors import InvalidInput
+
+            raise InvalidInput(
+                f"destination.endpoint must be 1-{MAX_ENDPOINT_LENGTH} printable characters",
+                field="destination.endpoint",
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -277,8 +277,14 @@ class EffectService:
         return await asyncio.to_thread(self.reconcile, context, operation_id)
 
     def reconcile(self, context: Context, operation_id: str) -> EffectResult:
-        """Run one recovery pass and report the operation's state with its trace step."""
-        report = self.recovery.run_once()
+        """Look up this one operation if it is due; report its state with its trace step.
+
+        The context is checked first: an operation of another tenant is ``not_found`` and
+        nothing is reserved, looked up or recorded. Only this operation is reconciled, never
+        the rest of the due work (that is :meth:`RecoveryWorker.run_once`'s job).
+        """
+        operation = self.ledger.get(context, operation_id)
+        report = self.recovery.recover_operation(operation)
         operation = self.ledger.get(context, operation_id)
         found = any(op == operation_id for _, op, _ in report.resolved)
         return EffectResult(

@@ -11,7 +11,6 @@ from effectledger import (
     ConstraintViolation,
     Context,
     DestinationMismatch,
-    EvidenceRequired,
     Executor,
     InvalidTransition,
     Ledger,
@@ -298,20 +297,23 @@ def test_audit_rows_are_append_only(
     assert ledger.events(context, "op-1")[0].actor == "alice"
 
 
-def test_accepted_without_evidence_is_refused(
+def test_accepted_without_evidence_is_recorded_as_unknown(
     ledger: Ledger, context: Context, receiver: SimulatedReceiver
 ) -> None:
-    """An Accepted observation lacking a provider or evidence reference is not recorded."""
+    """An Accepted observation lacking a provider or evidence reference is recorded as Unknown."""
     admit(ledger, context, receiver)
     prepared = ledger.claim(context, "op-1", attempt_id="a1")
     assert prepared is not None
-    for observation in (
-        Observation(outcome=Outcome.ACCEPTED, provider_reference="r1"),
-        Observation(outcome=Outcome.ACCEPTED, evidence_reference="model-said-so"),
-    ):
-        with pytest.raises(EvidenceRequired):
-            ledger.record(prepared, observation)
-    assert ledger.get(context, "op-1").state is OperationState.IN_PROGRESS
+    result = ledger.record(
+        prepared, Observation(outcome=Outcome.ACCEPTED, evidence_reference="model-said-so")
+    )
+    assert (result.state, result.uncertain) == (OperationState.OUTCOME_UNKNOWN, True)
+    operation = ledger.get(context, "op-1")
+    assert (operation.state, operation.provider_reference) == (OperationState.OUTCOME_UNKNOWN, None)
+    last = ledger.events(context, "op-1")[-1]
+    assert (last.event_type, last.evidence_reference) == ("SubmissionOutcomeUnknown", None)
+    assert last.details["unrecordable"] == "provider_reference:missing"
+    assert last.details["reported_outcome"] == "Accepted"
 
 
 def test_late_observation_never_overwrites_a_resolved_state(

@@ -1,4 +1,5 @@
-"""A claim whose COMMIT acknowledgement is lost: verified before anything is submitted.
+"""Lost COMMIT acknowledgements: a claim is verified before anything is submitted, and the
+executor and recovery loops settle a record or a reservation themselves.
 
 These tests put a real TCP proxy between the store and PostgreSQL and cut the connection while
 the claim's COMMIT is in flight (an embedded SQLite commit has no network reply to lose). The
@@ -13,14 +14,18 @@ from urllib.parse import urlsplit
 import pytest
 
 from effectledger import (
+    Command,
     CommitUncertain,
     Context,
     DestinationRef,
     Executor,
     Ledger,
     ManualClock,
+    Observation,
     OperationState,
+    RecoveryWorker,
     SimulatedReceiver,
+    SubmitMode,
     open_store,
 )
 from effectledger.actions import ActionRegistry
@@ -167,6 +172,151 @@ def test_unverifiable_claim_raises_and_submits_nothing(
     operation = Ledger(direct_store).get(context, "op-1")
     assert operation.state is OperationState.IN_PROGRESS  # recovery will look it up
     assert _attempts(direct_store, context, "op-1") == 1
+
+
+# -- the loops settle an unacknowledged record or reservation themselves -----------------------
+
+
+class ArmingDestination:
+    """A real receiver whose calls arm the proxy: the next COMMIT after the call is cut.
+
+    ``on`` names the call (``submit`` or ``lookup``) whose following record is the one to cut.
+    """
+
+    def __init__(self, receiver: SimulatedReceiver, proxy: CuttingProxy, cut: Cut, on: str):
+        self.receiver = receiver
+        self.proxy = proxy
+        self.cut = cut
+        self.on = on
+        self.account_id = receiver.account_id
+        self.endpoint = receiver.endpoint
+
+    def submit(self, command: Command, key: str) -> Observation:
+        observation = self.receiver.submit(command, key)
+        if self.on == "submit":
+            self.proxy.arm(self.cut)
+        return observation
+
+    def lookup(self, key: str) -> Observation:
+        observation = self.receiver.lookup(key)
+        if self.on == "lookup":
+            self.proxy.arm(self.cut)
+        return observation
+
+
+def _kinds(store: PostgresStore, context: Context, operation_id: str) -> list[str]:
+    return [event.event_type for event in Ledger(store).events(context, operation_id)]
+
+
+@pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST])
+def test_executor_settles_a_record_whose_commit_went_unacknowledged(
+    proxied_ledger: Ledger,
+    proxy: CuttingProxy,
+    direct_store: PostgresStore,
+    receiver: SimulatedReceiver,
+    context: Context,
+    cut: Cut,
+) -> None:
+    """A lost record COMMIT is read back (or made again): one result event, the true state."""
+    admit(proxied_ledger, context, receiver)
+    destination = ArmingDestination(receiver, proxy, cut, on="submit")
+
+    result = Executor(proxied_ledger, destination).execute(context, "op-1")
+
+    assert proxy.cuts == 1
+    assert result.state is OperationState.SUCCEEDED
+    assert _kinds(direct_store, context, "op-1") == [
+        "OperationAdmitted",
+        "AttemptPrepared",
+        "ProviderAcceptanceConfirmed",
+    ]
+    assert Ledger(direct_store).get(context, "op-1").state is OperationState.SUCCEEDED
+    counts = receiver.counts()
+    assert (counts.submissions, counts.effects) == (1, 1)
+
+
+def _lost_reply(ledger: Ledger, context: Context, receiver: SimulatedReceiver) -> None:
+    admit(ledger, context, receiver)
+    receiver.submit_mode = SubmitMode.ACCEPT_THEN_LOSE_REPLY
+    assert Executor(ledger, receiver).execute(context, "op-1").uncertain
+    receiver.submit_mode = SubmitMode.ACCEPT
+
+
+@pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST])
+def test_recovery_settles_a_reconciliation_whose_commit_went_unacknowledged(
+    proxied_ledger: Ledger,
+    proxy: CuttingProxy,
+    direct_store: PostgresStore,
+    receiver: SimulatedReceiver,
+    context: Context,
+    clock: ManualClock,
+    cut: Cut,
+) -> None:
+    """A lost COMMIT of a lookup's record does not end the pass: the operation is resolved once."""
+    _lost_reply(proxied_ledger, context, receiver)
+    clock.advance(proxied_ledger.settings.recover_after)
+    destination = ArmingDestination(receiver, proxy, cut, on="lookup")
+
+    report = RecoveryWorker(proxied_ledger, destination).run_once()
+
+    assert proxy.cuts == 1
+    assert (report.failed, report.resolved) == ([], [("acme", "op-1", "SUCCEEDED")])
+    assert _kinds(direct_store, context, "op-1")[-2:] == [
+        "ReconciliationStarted",
+        "ProviderAcceptanceReconciled",
+    ]
+    assert _kinds(direct_store, context, "op-1").count("ProviderAcceptanceReconciled") == 1
+    assert receiver.counts().lookups == 1
+
+
+@pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST])
+def test_recovery_settles_a_reservation_whose_commit_went_unacknowledged(
+    proxied_ledger: Ledger,
+    proxy: CuttingProxy,
+    direct_store: PostgresStore,
+    receiver: SimulatedReceiver,
+    context: Context,
+    clock: ManualClock,
+    cut: Cut,
+) -> None:
+    """A reservation whose COMMIT was lost is read back: looked up now if stored, else next pass."""
+    _lost_reply(proxied_ledger, context, receiver)
+    clock.advance(proxied_ledger.settings.recover_after)
+    worker = RecoveryWorker(proxied_ledger, receiver)
+    proxy.arm(cut)
+
+    first = worker.run_once()
+    second = worker.run_once()
+
+    assert proxy.cuts == 1
+    assert first.failed == second.failed == []
+    resolved = first.resolved + second.resolved
+    assert resolved == [("acme", "op-1", "SUCCEEDED")]
+    assert (len(first.resolved), len(second.resolved)) == (
+        (1, 0) if cut is Cut.LOSE_REPLY else (0, 1)
+    )
+    assert _kinds(direct_store, context, "op-1").count("ReconciliationStarted") == 1
+    assert receiver.counts().lookups == 1
+
+
+@pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST])
+def test_admission_whose_commit_went_unacknowledged_is_settled_by_its_replay(
+    proxied_ledger: Ledger,
+    proxy: CuttingProxy,
+    direct_store: PostgresStore,
+    receiver: SimulatedReceiver,
+    context: Context,
+    cut: Cut,
+) -> None:
+    """Ledger.admit settles a lost COMMIT itself: one operation, one OperationAdmitted event."""
+    proxy.arm(cut)
+
+    operation = admit(proxied_ledger, context, receiver)
+
+    assert proxy.cuts == 1
+    assert operation.state is OperationState.READY
+    assert _kinds(direct_store, context, "op-1") == ["OperationAdmitted"]
+    assert Ledger(direct_store).get(context, "op-1").fingerprint == operation.fingerprint
 
 
 def _refund_service(ledger: Ledger, receiver: SimulatedReceiver) -> EffectService:

@@ -70,6 +70,10 @@ def stores(store_url: str) -> Iterator[list[Store]]:
         store.close()
 
 
+def _bound(receiver: SimulatedReceiver) -> DestinationRef:
+    return DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
+
+
 def _events(ledger: Ledger, context: Context, operation_id: str, kind: str) -> int:
     return sum(event.event_type == kind for event in ledger.events(context, operation_id))
 
@@ -186,10 +190,10 @@ def test_reserve_due_reserves_each_due_attempt_once_per_window(
     ids = _make_unknown(ledger, context, receiver, 3)
     clock.advance(ledger.settings.recover_after)
 
-    first = ledger.reserve_due(limit=10)
-    again = ledger.reserve_due(limit=10)
+    first = ledger.reserve_due(_bound(receiver), limit=10)
+    again = ledger.reserve_due(_bound(receiver), limit=10)
     clock.advance(ledger.settings.lookup_interval)
-    next_window = ledger.reserve_due(limit=10)
+    next_window = ledger.reserve_due(_bound(receiver), limit=10)
 
     assert sorted(attempt.operation_id for attempt in first.lookups) == ids
     assert again.lookups == ()
@@ -204,11 +208,11 @@ def test_reserve_due_escalates_an_operation_out_of_lookups_instead(
     (operation_id,) = _make_unknown(ledger, context, receiver, 1)
     for _ in range(ledger.settings.max_inconclusive_lookups):
         clock.advance(ledger.settings.lookup_interval)
-        (attempt,) = ledger.reserve_due(limit=10).lookups
+        (attempt,) = ledger.reserve_due(_bound(receiver), limit=10).lookups
         ledger.record(attempt, Observation.unknown(), reconciled=True)
     clock.advance(ledger.settings.lookup_interval)
 
-    work = ledger.reserve_due(limit=10)
+    work = ledger.reserve_due(_bound(receiver), limit=10)
 
     assert work.lookups == ()
     assert work.escalated == (("acme", operation_id),)
@@ -273,6 +277,16 @@ def _hold_row(postgres_url: str, operation_id: str) -> psycopg.Connection[tuple[
     return connection
 
 
+def _release(holder: psycopg.Connection[tuple[object, ...]]) -> None:
+    """End the holder's transaction and wait for the server to confirm: its locks are gone.
+
+    Closing the connection alone releases them only once the server has noticed, which may be
+    after the next statement of the test.
+    """
+    holder.rollback()
+    holder.close()
+
+
 @pytest.mark.postgres
 def test_pool_claim_skips_an_operation_another_process_holds(
     impatient_ledger: Ledger,
@@ -290,7 +304,7 @@ def test_pool_claim_skips_an_operation_another_process_holds(
     try:
         claim: PreparedAttempt | None = impatient_ledger.claim_next(bound, attempt_id=new_id())
     finally:
-        holder.close()
+        _release(holder)
 
     assert claim is not None
     assert claim.operation_id == "op-2"
@@ -310,10 +324,10 @@ def test_reserve_due_skips_an_attempt_another_worker_holds(
     clock.advance(impatient_ledger.settings.recover_after)
     holder = _hold_row(postgres_url, "op-0")
     try:
-        while_held = impatient_ledger.reserve_due(limit=10)
+        while_held = impatient_ledger.reserve_due(_bound(receiver), limit=10)
     finally:
-        holder.close()
-    after = impatient_ledger.reserve_due(limit=10)
+        _release(holder)
+    after = impatient_ledger.reserve_due(_bound(receiver), limit=10)
 
     assert [attempt.operation_id for attempt in while_held.lookups] == ["op-1"]
     assert [attempt.operation_id for attempt in after.lookups] == ["op-0"]

@@ -23,6 +23,7 @@ from tests.faults._harness import (
     run_driver,
     survivor,
 )
+from tests.faults.test_export_crash import test_a_killed_exporter_resumes_without_gaps_or_duplicates
 
 DISPATCH = ("admit", "execute")
 # Dispatch with a lost reply, then one recovery pass once the attempt is due (30 s later).
@@ -316,6 +317,7 @@ COVERED: dict[str, Callable[..., None]] = {
     "inside_record": test_crash_inside_record_rolls_the_record_back_whole,
     "after_reserve": test_crash_after_reserving_a_lookup_holds_the_window_then_reconciles,
     "after_lookup": test_crash_after_lookup_before_record_looks_up_again_next_window,
+    "export_after_write": test_a_killed_exporter_resumes_without_gaps_or_duplicates,
 }
 
 

@@ -23,11 +23,14 @@ from effectledger import (
     Ledger,
     ManualClock,
     OperationState,
+    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
 )
 from effectledger.model import to_micros
+from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, run_sql
+from tests.scale.worker import ROLE_POLICY
 
 pytestmark = pytest.mark.slow
 
@@ -109,10 +112,15 @@ def test_eight_processes_racing_for_500_operations_make_one_attempt_each(
     assert [code for code, _ in results] == [0] * 8
     assert _scalar(store_url, "SELECT count(*) FROM attempts") == 500
     assert _per_operation(store_url, "AttemptPrepared") == {f"op-{i}": 1 for i in range(500)}
-    states = run_sql(store_url, "SELECT state, count(*) FROM operations GROUP BY state")
-    assert {str(state): int(count) for state, count in states} == {"SUCCEEDED": 500}
     counts = receiver.counts()
     assert (counts.submissions, counts.effects) == (500, 500)
+    # A result write that found the file busy past its budget under this contention left its
+    # operation IN_PROGRESS (uncertain, never failed); recovery settles it without resending.
+    clock.advance(ledger.settings.recover_after)
+    RecoveryWorker(ledger, receiver).run_once(limit=500)
+    states = run_sql(store_url, "SELECT state, count(*) FROM operations GROUP BY state")
+    assert {str(state): int(count) for state, count in states} == {"SUCCEEDED": 500}
+    assert receiver.counts().submissions == 500
 
 
 def _lose_replies(ledger: Ledger, context: Context, receiver: SimulatedReceiver, n: int) -> None:
@@ -154,6 +162,60 @@ def test_four_recovery_workers_look_up_1000_operations_once_per_window(
     assert _per_operation(store_url, "ReconciliationStarted") == {f"op-{i}": 2 for i in range(1000)}
     assert _scalar(store_url, "SELECT count(*) FROM operations WHERE state = 'SUCCEEDED'") == 1000
     assert receiver.counts().submissions == 1000  # recovery never resubmits
+
+
+def test_four_guarded_executor_processes_perform_role_approved_work_once(
+    store_url: str, tmp_path: Path, clock: ManualClock
+) -> None:
+    """Four processes draining with the dispatch guard perform 40 role-approved refunds once."""
+    world = build_world(store_url, tmp_path, clock, ROLE_POLICY)
+    try:
+        for _ in range(40):
+            proposal, approval = world.approved()
+            world.service.authority.admit(
+                AGENT, proposal.proposal_id, approval_id=approval.approval_id
+            )
+        args = ["--db", store_url, "--receiver", str(world.receiver.path), "--limit", "5"]
+
+        results = _run_together(
+            "guarded-pool", 4, [*args, "--clock-us", str(to_micros(clock.now()))]
+        )
+
+        assert [code for code, _ in results] == [0] * 4
+        assert _scalar(store_url, "SELECT count(*) FROM attempts") == 40
+        states = run_sql(store_url, "SELECT state, count(*) FROM operations GROUP BY state")
+        assert {str(state): int(count) for state, count in states} == {"SUCCEEDED": 40}
+        assert _per_operation(store_url, "OperationReleased") == {}
+        counts = world.receiver.counts()
+        assert (counts.submissions, counts.effects) == (40, 40)
+    finally:
+        world.ledger.store.close()
+        world.receiver.close()
+
+
+def test_four_recovery_processes_of_another_destination_spend_no_lookup_window(
+    store_url: str,
+    ledger: Ledger,
+    clock: ManualClock,
+    receiver: SimulatedReceiver,
+    context: Context,
+    tmp_path: Path,
+) -> None:
+    """Recovery processes bound to another account reserve, look up and write nothing."""
+    _lose_replies(ledger, context, receiver, 100)
+    due = clock.advance(ledger.settings.recover_after)
+    events = _scalar(store_url, "SELECT count(*) FROM audit_events")
+    windows = run_sql(store_url, "SELECT attempt_id, recover_after_us FROM attempts ORDER BY 1")
+    other = ["--db", store_url, "--receiver", str(tmp_path / "other.db"), "--account", "acct-b"]
+
+    results = _run_together("recover", 4, [*other, "--clock-us", str(to_micros(due))])
+
+    assert results == [(0, {"done": 0})] * 4
+    assert _scalar(store_url, "SELECT count(*) FROM audit_events") == events
+    assert run_sql(store_url, "SELECT attempt_id, recover_after_us FROM attempts ORDER BY 1") == (
+        windows
+    )
+    assert receiver.counts().lookups == 0
 
 
 @pytest.mark.parametrize("crash_at", ["destination_committed", "inside_record"])

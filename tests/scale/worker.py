@@ -14,6 +14,7 @@ import sys
 
 from effectledger import (
     Context,
+    DestinationRef,
     Executor,
     Ledger,
     LookupMode,
@@ -22,13 +23,20 @@ from effectledger import (
     SimulatedReceiver,
     open_store,
 )
+from effectledger.actions import ActionRegistry
+from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.model import from_micros
+from effectledger.policy import RulePolicy
+from effectledger.service import EffectService
+
+# The role-based policy of the guarded pool: only actors with the ``agent`` role may request.
+ROLE_POLICY = RulePolicy(version="refund-policy-roles", proposer_roles=frozenset({"agent"}))
 
 
 def main() -> int:
     """Run one worker role and report on stdout."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["execute", "pool", "recover"])
+    parser.add_argument("role", choices=["execute", "pool", "guarded-pool", "recover"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--receiver", required=True)
     parser.add_argument("--clock-us", type=int, required=True)
@@ -36,12 +44,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=25)
     parser.add_argument("--lookup", choices=[mode.value for mode in LookupMode], default="answer")
+    parser.add_argument("--account", default="acct-demo")
     args = parser.parse_args()
 
     store = open_store(args.db)
     ledger = Ledger(store, clock=ManualClock(from_micros(args.clock_us)))
     receiver = SimulatedReceiver(
-        args.receiver, synchronous="NORMAL", lookup_mode=LookupMode(args.lookup)
+        args.receiver,
+        account_id=args.account,
+        synchronous="NORMAL",
+        lookup_mode=LookupMode(args.lookup),
     )
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -58,6 +70,15 @@ def main() -> int:
             done += 1
     elif args.role == "pool":
         executor = Executor(ledger, receiver)
+        while batch := executor.run_ready(limit=args.limit):
+            done += len(batch)
+    elif args.role == "guarded-pool":
+        # The executor EffectService builds: with the dispatch-time recheck.
+        bound = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
+        registry = ActionRegistry(
+            [refund_action(orders=OrderBook(), destination=bound, policy=ROLE_POLICY)]
+        )
+        executor = EffectService(ledger, registry, [receiver]).executor_for(bound)
         while batch := executor.run_ready(limit=args.limit):
             done += len(batch)
     else:

@@ -20,6 +20,7 @@ from typing import Any
 
 from effectledger.errors import InvalidInput
 from effectledger.model import AuditEvent, OperationState, from_micros
+from effectledger.text import printable
 
 __all__ = ["Sentence", "explain", "render"]
 
@@ -34,7 +35,7 @@ class Sentence:
 
     def render(self) -> str:
         """The sentence with its citation: ``text [event <sequence>, <event id>]``."""
-        return f"{self.text} [event {self.sequence}, {self.event_id}]"
+        return f"{self.text} [event {self.sequence}, {printable(self.event_id)}]"
 
 
 _STATE_BY_TYPE: Mapping[str, OperationState] = {
@@ -112,9 +113,16 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             "authorization."
         )
     if kind == "SubmissionOutcomeUnknown":
+        unrecordable = details.get("unrecordable")
+        reply = ""
+        if unrecordable is not None:
+            reply = (
+                f"; the destination's {_value(details.get('reported_outcome', 'reply'))} reply "
+                f"could not be recorded ({_value(unrecordable)})"
+            )
         return (
             f"At {at}, {actor} could not establish whether the destination performed "
-            f"{_attempt(event)}{_evidence(event)}: the outcome became unknown."
+            f"{_attempt(event)}{_evidence(event)}{reply}: the outcome became unknown."
         )
     if kind.startswith("Late") and kind.endswith("Observation"):
         return (
@@ -227,7 +235,8 @@ def explain(events: Sequence[AuditEvent]) -> list[Sentence]:
     for event in ordered:
         sentences.append(
             Sentence(
-                text=_describe(event, sequences),
+                # Everything recorded may hold text from outside: shown, never obeyed.
+                text=printable(_describe(event, sequences)),
                 sequence=event.sequence,
                 event_id=event.event_id,
             )
@@ -243,7 +252,7 @@ def explain(events: Sequence[AuditEvent]) -> list[Sentence]:
     cited = deciding or ordered[-1]
     sentences.append(
         Sentence(
-            text=_standing(state, cited, reference),
+            text=printable(_standing(state, cited, reference)),
             sequence=cited.sequence,
             event_id=cited.event_id,
         )

@@ -24,7 +24,7 @@ from effectledger._failpoints import crash_point
 from effectledger.canonical import canonical_bytes, fingerprint
 from effectledger.destinations import SubmissionOutcomeUnknown
 from effectledger.errors import InvalidInput, NotFound
-from effectledger.model import Command, Observation, Outcome
+from effectledger.model import Command, DestinationRef, Observation, Outcome
 
 __all__ = [
     "DestinationUnavailable",
@@ -137,6 +137,9 @@ class SimulatedReceiver:
         :class:`~effectledger.errors.NotFound`, a directory or a file that is not a receiver's
         database raises :class:`~effectledger.errors.InvalidInput`, and nothing is written.
         """
+        # Refuses a malformed account or endpoint (a control character, a lone surrogate) with
+        # invalid_input here, not with an encoding error at the first submission.
+        DestinationRef(account_id=account_id, endpoint=endpoint)
         self.path = Path(path)
         self._account_id = account_id
         self._endpoint = endpoint

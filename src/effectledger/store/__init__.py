@@ -8,12 +8,13 @@ may change lives in :mod:`effectledger.ledger`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from effectledger.errors import InvalidInput
 
-__all__ = ["Row", "Store", "Transaction", "open_store"]
+__all__ = ["Row", "Store", "Transaction", "open_store", "redact", "refuse_unstorable_text"]
 
 T = TypeVar("T")
 Row = Mapping[str, Any]
@@ -75,6 +76,42 @@ class Store(Protocol):
         ...
 
 
+_URL_PASSWORD = re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:)[^@\s]*@")
+_KEYWORD_PASSWORD = re.compile(
+    r"(?P<keep>\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&;]+)", re.IGNORECASE
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every password of a connection URL or conninfo in it replaced by ``***``.
+
+    Covers ``scheme://user:password@host``, ``?password=...`` in a query string and
+    ``password=...`` in a libpq ``key=value`` string: store URLs, and driver messages that
+    echo them, pass through this before they reach a message, a log line or a ``repr``.
+    """
+    text = _URL_PASSWORD.sub(r"\g<keep>***@", text)
+    return _KEYWORD_PASSWORD.sub(r"\g<keep>***", text)
+
+
+def refuse_unstorable_text(params: Mapping[str, Any]) -> None:
+    """Raise ``invalid_input`` naming the field if a text parameter cannot be stored as sent.
+
+    NUL is refused by PostgreSQL's text type and silently kept by SQLite, and a lone surrogate
+    cannot be encoded for either: both are refused here, the same way on both backends, before
+    anything reaches the driver.
+    """
+    for name, value in params.items():
+        if type(value) is not str:
+            continue
+        if "\x00" in value:
+            raise InvalidInput(f"{name} must not contain NUL characters", field=name)
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidInput(f"{name} must not contain lone surrogates", field=name) from None
+
+
 def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` and bring its schema up to date.
 
@@ -84,11 +121,11 @@ def open_store(url: str, **options: Any) -> Store:
     ``reason="no_database"``), and a file that is not a ledger database or a schema behind this
     version raises :class:`InvalidInput` (``reason="not_a_database"`` / ``"schema_behind"``).
     """
-    if url.startswith("sqlite:"):
+    if isinstance(url, str) and url.startswith("sqlite:"):
         from effectledger.store.sqlite import SQLiteStore
 
         return SQLiteStore.from_url(url, **options)
-    if url.startswith(("postgresql:", "postgres:")):
+    if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
         try:
             from effectledger.store.postgres import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on installed extras
@@ -97,7 +134,11 @@ def open_store(url: str, **options: Any) -> Store:
             ) from exc
         store: Store = PostgresStore.from_url(url, **options)
         return store
+    if not isinstance(url, str):
+        raise InvalidInput("a store URL is text", field="url")
+    shown = redact(url)
     raise InvalidInput(
-        f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://...",
-        url=url,
+        f"unsupported store URL {shown!r}: use sqlite:///path.db or postgresql://...",
+        field="url",
+        url=shown,
     )

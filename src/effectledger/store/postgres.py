@@ -38,7 +38,7 @@ from effectledger.errors import (
     StorageBusy,
     StorageError,
 )
-from effectledger.store import Row
+from effectledger.store import Row, redact, refuse_unstorable_text
 from effectledger.store.queries import load_queries, migrations
 
 __all__ = ["PostgresStore"]
@@ -116,21 +116,23 @@ def _translate(exc: BaseException, label: str, *, attempts: int = 1) -> StorageE
                 "may or may not have committed",
                 label=label,
             )
-        return StorageError(f"{label}: the connection to PostgreSQL was lost: {exc.error}")
+        return StorageError(redact(f"{label}: the connection to PostgreSQL was lost: {exc.error}"))
     if isinstance(exc, PoolTimeout):
         return StorageBusy(f"{label}: no database connection became free in time", label=label)
     if isinstance(exc, psycopg.Error):
         state = exc.sqlstate or ""
         if isinstance(exc, psycopg.IntegrityError) or state.startswith("23"):
-            return ConstraintViolation(f"{label}: the database refused the write: {exc}")
+            return ConstraintViolation(redact(f"{label}: the database refused the write: {exc}"))
         if state in _BUSY_STATES:
             return StorageBusy(
                 f"{label}: the database stayed contended ({state})", attempts=attempts
             )
         if isinstance(exc, pg_errors.UndefinedTable):
-            return StorageError(f"{label}: the ledger schema is missing; run migrate: {exc}")
-        return StorageError(f"{label}: {type(exc).__name__}: {exc}")
-    return StorageError(f"{label}: {type(exc).__name__}: {exc}")  # pragma: no cover
+            return StorageError(
+                redact(f"{label}: the ledger schema is missing; run migrate: {exc}")
+            )
+        return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))
+    return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))  # pragma: no cover
 
 
 class _Transaction:
@@ -141,12 +143,15 @@ class _Transaction:
         self._queries = queries
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        refuse_unstorable_text(params)
         return self._cursor.execute(self._queries[name], params).fetchone()
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
+        refuse_unstorable_text(params)
         return list(self._cursor.execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
+        refuse_unstorable_text(params)
         return self._cursor.execute(self._queries[name], params).rowcount
 
 
@@ -182,11 +187,17 @@ class PostgresStore:
             raise InvalidInput("need 0 <= pool_min_size <= pool_max_size and pool_max_size >= 1")
         if pool_timeout_s <= 0 or lock_timeout_ms < 0 or max_attempts < 1:
             raise InvalidInput("pool_timeout_s > 0, lock_timeout_ms >= 0 and max_attempts >= 1")
-        self.url = url or conninfo
+        # The URL as shown (messages, logs, repr): never with its password.
+        self.url = redact(url or conninfo)
         self.schema = schema
         self._conninfo = conninfo
         self._connect_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
-        if "connect_timeout" not in conninfo_to_dict(conninfo):
+        try:
+            parsed = conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            # The driver's text may quote the whole conninfo, password included.
+            raise InvalidInput(f"the store URL is malformed: {redact(str(exc))}") from None
+        if "connect_timeout" not in parsed:
             self._connect_options["connect_timeout"] = _CONNECT_TIMEOUT_S
         self.max_attempts = max_attempts
         self.lock_timeout_ms = lock_timeout_ms
@@ -364,6 +375,7 @@ class PostgresStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name, re-run on a fresh connection if the connection broke."""
+        refuse_unstorable_text(params)
         query = self._queries[name]
         for attempt in range(1, self.max_attempts + 1):
             try:

@@ -24,7 +24,7 @@ from effectledger.errors import (
     StorageBusy,
     StorageError,
 )
-from effectledger.store import Row
+from effectledger.store import Row, refuse_unstorable_text
 from effectledger.store.queries import load_queries, migrations
 
 __all__ = ["SQLiteStore"]
@@ -59,13 +59,16 @@ class _Transaction:
         self._queries = queries
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        refuse_unstorable_text(params)
         row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
         return row
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
+        refuse_unstorable_text(params)
         return list(self._connection.execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
+        refuse_unstorable_text(params)
         return self._connection.execute(self._queries[name], params).rowcount
 
 
@@ -305,6 +308,7 @@ class SQLiteStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name."""
+        refuse_unstorable_text(params)
         try:
             row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:

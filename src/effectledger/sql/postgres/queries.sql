@@ -127,11 +127,6 @@ SELECT * FROM attempts
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
   AND attempt_id = %(attempt_id)s;
 
--- name: attempt_exists
-SELECT 1 AS present FROM attempts
-WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
-  AND attempt_id = %(attempt_id)s;
-
 -- name: attempts_for_operation
 SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 ORDER BY prepared_us, attempt_id;
@@ -149,16 +144,6 @@ UPDATE attempts SET recover_after_us = %(recover_after_us)s
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
   AND attempt_id = %(attempt_id)s;
 
--- name: attempts_due
-SELECT a.tenant_id, a.operation_id, a.attempt_id
-FROM attempts AS a
-JOIN operations AS o
-  ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
- AND o.active_attempt_id = a.attempt_id
-WHERE a.recover_after_us <= %(now_us)s AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
-ORDER BY a.recover_after_us
-LIMIT %(limit)s;
-
 -- name: attempts_due_lock
 -- Due attempts that no other recovery worker holds. Both rows are locked, so a row that another
 -- worker reserved just before is re-checked on its new recover_after and left out.
@@ -168,6 +153,8 @@ JOIN operations AS o
   ON o.tenant_id = a.tenant_id AND o.operation_id = a.operation_id
  AND o.active_attempt_id = a.attempt_id
 WHERE a.recover_after_us <= %(now_us)s AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+  AND a.destination_account = %(destination_account)s
+  AND a.destination_endpoint = %(destination_endpoint)s
 ORDER BY a.recover_after_us
 LIMIT %(limit)s
 FOR UPDATE OF a, o SKIP LOCKED;
@@ -190,6 +177,11 @@ ORDER BY sequence;
 SELECT sequence, event_hash FROM audit_events
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 ORDER BY sequence DESC LIMIT 1;
+
+-- name: event_present
+-- Whether the event a write computed was stored (read back after a lost COMMIT acknowledgement).
+SELECT 1 AS present FROM audit_events
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND event_hash = %(event_hash)s;
 
 -- name: event_by_observation
 SELECT event_id FROM audit_events

@@ -116,10 +116,6 @@ INSERT INTO attempts (
 SELECT * FROM attempts
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
 
--- name: attempt_exists
-SELECT 1 AS present FROM attempts
-WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
-
 -- name: attempts_for_operation
 SELECT * FROM attempts WHERE tenant_id = :tenant_id AND operation_id = :operation_id
 ORDER BY prepared_us, attempt_id;
@@ -135,26 +131,18 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :
 UPDATE attempts SET recover_after_us = :recover_after_us
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
 
--- name: attempts_due
--- CROSS JOIN makes SQLite start from the few unresolved operations (operations_unresolved)
--- instead of walking every attempt ever made through attempts_due.
-SELECT a.tenant_id, a.operation_id, a.attempt_id
-FROM operations AS o
-CROSS JOIN attempts AS a
-  ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
- AND a.attempt_id = o.active_attempt_id
-WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
-ORDER BY a.recover_after_us
-LIMIT :limit;
-
 -- name: attempts_due_lock
--- attempts_due for a reservation in this write transaction (BEGIN IMMEDIATE serializes workers).
+-- Due attempts, for a reservation in this write transaction (BEGIN IMMEDIATE serializes workers).
+-- CROSS JOIN makes SQLite start from the few unresolved operations (operations_unresolved)
+-- instead of walking every attempt ever made through the attempts_due index.
 SELECT a.tenant_id, a.operation_id, a.attempt_id
 FROM operations AS o
 CROSS JOIN attempts AS a
   ON a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
  AND a.attempt_id = o.active_attempt_id
 WHERE a.recover_after_us <= :now_us AND o.state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN')
+  AND a.destination_account = :destination_account
+  AND a.destination_endpoint = :destination_endpoint
 ORDER BY a.recover_after_us
 LIMIT :limit;
 
@@ -175,6 +163,11 @@ ORDER BY sequence;
 SELECT sequence, event_hash FROM audit_events
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id
 ORDER BY sequence DESC LIMIT 1;
+
+-- name: event_present
+-- Whether the event a write computed was stored (read back after a lost COMMIT acknowledgement).
+SELECT 1 AS present FROM audit_events
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND event_hash = :event_hash;
 
 -- name: event_by_observation
 SELECT event_id FROM audit_events
