@@ -380,8 +380,10 @@ def _add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
             for error in exc.errors()[:20]
         ]
         malformed = any(
-            p["problem"] in {"json_invalid", "model_attributes_type", "dict_type"}
-            and p["location"] == ["body"]
+            p["problem"] == "json_invalid"
+            or (
+                p["problem"] in {"model_attributes_type", "dict_type"} and p["location"] == ["body"]
+            )
             for p in problems
         )
         if malformed:
