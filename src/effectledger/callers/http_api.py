@@ -66,7 +66,7 @@ from effectledger.errors import (
 from effectledger.model import Context
 from effectledger.service import EffectService
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "HTTP_ONLY_CODES", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "HTTP_ONLY_CODES", "BodyLimit", "authenticated", "create_app"]
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
@@ -86,16 +86,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _bearer = HTTPBearer(auto_error=False, description="An API key: `effectledger keys create`")
 
 
-def _caller(
+def authenticated(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Context:
-    """The trusted context of the request's API key: the only source of identity."""
+    """The trusted context of the request's API key: the only source of identity.
+
+    A FastAPI dependency; an application adding its own routes to the API uses it the same way.
+    """
     keys: ApiKeys = request.app.state.keys
     return keys.authenticate(None if credentials is None else credentials.credentials)
 
 
-Caller = Annotated[Context, Depends(_caller)]
+Caller = Annotated[Context, Depends(authenticated)]
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
