@@ -323,3 +323,33 @@ def test_health_reports_the_store_and_liveness_separately(
         body = error_of(api.client.get(path), 503, "store_unreachable")
         assert body["details"]["store"] == "unreachable"
     assert api.client.get("/livez").status_code == 200
+
+
+def test_a_denial_over_http_closes_the_proposal(api: HttpWorld) -> None:
+    """A reviewer's denial is recorded; no later approval or perform can admit the proposal."""
+    proposal = api.post("agent", "/v1/proposals", PROPOSE).json()
+    path = f"/v1/proposals/{proposal['proposal_id']}"
+    shown = api.get("reviewer", path).json()
+    assert shown["digest"] == proposal["digest"]
+    denied = api.post("reviewer", path + "/deny", {"digest": shown["digest"], "reason": "no"})
+    assert (denied.status_code, denied.json()["granted"]) == (201, False)
+    again = api.post("reviewer", path + "/approve", {"digest": shown["digest"]})
+    assert error_of(again, 403, "approval_refused")["details"]["reason"] == "proposal_denied"
+    performed = api.post("agent", path + "/perform", {"approval_id": denied.json()["approval_id"]})
+    body = error_of(performed, 403, "admission_denied")
+    assert body["details"]["reason"] == body["details"]["result"]["reason"]
+    assert api.written()["operations"] == 0
+    assert api.written()["effects"] == 0
+
+
+def test_a_repeated_propose_with_its_operation_id_makes_one_proposal(api: HttpWorld) -> None:
+    """Retrying a propose that names its operation id is refused (409), never a second proposal."""
+    body = {**PROPOSE, "operation_id": "op-retry-1"}
+    assert api.post("agent", "/v1/proposals", body).status_code == 201
+    error_of(api.post("agent", "/v1/proposals", body), 409, "operation_id_taken")
+    assert api.written()["proposals"] == 1
+    error_of(
+        api.post("agent", "/v1/proposals", {**PROPOSE, "operation_id": "op/with/slash"}),
+        422,
+        "invalid_input",
+    )
