@@ -18,20 +18,21 @@ This module imports FastAPI; ``import effectledger`` does not import it (``pip i
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from effectledger.audit.explain import explain
 from effectledger.authority import Correlation
 from effectledger.callers.api_keys import ApiKeys
+from effectledger.callers.http_errors import (
+    HTTP_ONLY_CODES,
+    BodyLimit,
+    add_error_handlers,
+    error_response,
+)
 from effectledger.callers.http_models import (
     ID_PATTERN,
     ApprovalBody,
@@ -55,30 +56,19 @@ from effectledger.callers.http_models import (
     sentence_json,
 )
 from effectledger.callers.http_service import EffectAPI, ServiceAPI
-from effectledger.errors import (
-    EffectLedgerError,
-    InvalidInput,
-    MalformedRequest,
-    NotAuthenticated,
-    RequestTooLarge,
-    StorageError,
-)
+from effectledger.errors import InvalidInput, StorageError
 from effectledger.model import Context
 from effectledger.service import EffectService
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "HTTP_ONLY_CODES", "BodyLimit", "authenticated", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "HTTP_ONLY_CODES",
+    "BodyLimit",
+    "authenticated",
+    "create_app",
+]
 
-log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
-HTTP_ONLY_CODES = {
-    "route_not_found": 404,
-    "method_not_allowed": 405,
-    "http_error": 400,
-    "store_unreachable": 503,
-    "internal_error": 500,
-}
-"""Codes the HTTP layer answers with that have no class in the error tree."""
-
 PathId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128)]
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422, 503)
@@ -99,79 +89,6 @@ def authenticated(
 
 
 Caller = Annotated[Context, Depends(authenticated)]
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def _error(status: int, code: str, message: str, **details: Any) -> JSONResponse:
-    return JSONResponse(
-        status_code=status, content={"code": code, "message": message, "details": details}
-    )
-
-
-def _error_of(exc: EffectLedgerError) -> JSONResponse:
-    return JSONResponse(status_code=exc.status, content=exc.to_dict())
-
-
-class BodyLimit:
-    """ASGI middleware: refuse a request body over ``max_bytes`` before anything parses it.
-
-    A declared ``Content-Length`` over the limit is refused without reading a byte; a body sent
-    without one is read only up to the limit.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        declared = headers.get(b"content-length")
-        if declared is not None:
-            if int(declared) > self.max_bytes:  # the server already refused non-numeric lengths
-                await self._refuse(scope, receive, send)
-                return
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        error = RequestTooLarge(
-            f"the request body is over {self.max_bytes} bytes", limit_bytes=self.max_bytes
-        )
-        response = _error_of(error)
-        response.headers["connection"] = "close"
-        await response(scope, receive, send)
 
 
 def create_app(
@@ -198,7 +115,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.keys = keys
-    _add_error_handlers(app, keys)
+    add_error_handlers(app, keys)
 
     @app.get("/livez", tags=["health"], summary="Liveness: the process answers")
     def livez() -> dict[str, str]:
@@ -208,7 +125,7 @@ def create_app(
         try:
             version = api.ping()
         except StorageError as exc:
-            return _error(
+            return error_response(
                 503,
                 "store_unreachable",
                 "the ledger store does not answer",
@@ -293,8 +210,8 @@ def create_app(
         if result.outcome != "denied":
             return JSONResponse(result.to_dict())
         if result.reason == "not_found":
-            return _error(404, "not_found", "no such proposal", result=result.to_dict())
-        return _error(
+            return error_response(404, "not_found", "no such proposal", result=result.to_dict())
+        return error_response(
             403,
             "admission_denied",
             f"the effect was not admitted: {result.reason}",
@@ -358,61 +275,3 @@ def create_app(
         return JSONResponse(capacity_json(api.capacity(context, pool)))
 
     return BodyLimit(app, max_body_bytes)
-
-
-def _add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
-    async def ledger_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, EffectLedgerError)
-        return _error_of(exc)
-
-    async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        # FastAPI parses the body before it resolves the key: a caller without a valid key is
-        # told that first, and learns nothing about what the body would have needed.
-        if request.url.path.startswith("/v1/"):
-            try:
-                await run_in_threadpool(keys.authenticate, _bearer_token(request))
-            except NotAuthenticated as refused:
-                return _error_of(refused)
-        problems = [
-            {
-                "location": [str(part) for part in error.get("loc", ())],
-                "problem": str(error.get("type", "invalid")),
-                "message": str(error.get("msg", "")),
-            }
-            for error in exc.errors()[:20]
-        ]
-        malformed = any(
-            p["problem"] == "json_invalid"
-            or (
-                p["problem"] in {"model_attributes_type", "dict_type"} and p["location"] == ["body"]
-            )
-            for p in problems
-        )
-        if malformed:
-            return _error_of(
-                MalformedRequest("the body must be one JSON object", problems=problems)
-            )
-        return _error_of(InvalidInput("the request does not match the API", problems=problems))
-
-    async def http_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 404:
-            return _error(404, "route_not_found", "no such route", path=request.url.path)
-        if exc.status_code == 405:
-            return _error(405, "method_not_allowed", f"{request.method} is not allowed here")
-        return _error(exc.status_code, "http_error", str(exc.detail))
-
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-        return _error(500, "internal_error", "an unexpected error; it was logged")
-
-    app.add_exception_handler(EffectLedgerError, ledger_error)
-    app.add_exception_handler(RequestValidationError, invalid_request)
-    app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(Exception, unexpected)
-
-
-def _bearer_token(request: Request) -> str | None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
