@@ -226,7 +226,7 @@ def test_another_tenants_ids_read_as_unknown(api: HttpWorld) -> None:
 
 
 def test_tenant_views_need_a_reviewer_role(api: HttpWorld) -> None:
-    """An agent key reads its own operation's status, not the tenant's lists, trails or units."""
+    """An agent key reads its own proposal and status, not others' or the tenant's views."""
     proposal, approval = approved(api)
     api.post("agent", f"/v1/proposals/{proposal['proposal_id']}/perform", {"approval_id": approval})
     operation = proposal["operation_id"]
@@ -239,6 +239,8 @@ def test_tenant_views_need_a_reviewer_role(api: HttpWorld) -> None:
     ):
         error_of(api.get("agent", path), 403, "not_permitted")
     error_of(api.get("mallory", f"/v1/operations/{operation}"), 404, "not_found")
+    error_of(api.get("mallory", f"/v1/proposals/{proposal['proposal_id']}"), 404, "not_found")
+    assert api.get("agent", f"/v1/proposals/{proposal['proposal_id']}").status_code == 200
     assert [op["operation_id"] for op in api.get("reviewer", "/v1/operations").json()] == [
         operation
     ]

@@ -6,8 +6,9 @@ an :class:`~effectledger.service.EffectService`: every call goes to the same ser
 authority the Python API uses, with the same trusted context, so an HTTP caller gets no easier
 (and no other) policy than a direct one.
 
-Reads beyond one's own operation's status (the tenant's operation list, audit trails,
-explanations, capacity) are reviewers' views: they need the ``approver`` or ``auditor`` role.
+Reads beyond one's own proposals and operations (the tenant's operation list, audit trails,
+explanations, capacity, other actors' proposals) are reviewers' views: they need the
+``approver`` or ``auditor`` role. Another actor's proposal reads as unknown, like its status.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from effectledger.authority import Approval, CapacityUsage, Correlation, Proposal
-from effectledger.errors import NotPermitted
+from effectledger.errors import NotFound, NotPermitted
 from effectledger.model import AuditEvent, Context, DispatchResult, Operation
 from effectledger.service import EffectResult, EffectService
 
@@ -43,7 +44,7 @@ class EffectAPI(Protocol):
         ...
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
-        """The tenant's proposal, digest rechecked, or ``NotFound``."""
+        """The proposal (digest rechecked) for its proposer or a reviewer, else ``NotFound``."""
         ...
 
     def approve(
@@ -116,8 +117,12 @@ class ServiceAPI:
         )
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
-        """See :meth:`EffectAPI.proposal`."""
-        return self.service.authority.get_proposal(context, proposal_id)
+        """See :meth:`EffectAPI.proposal`: its proposer's, or a reviewer's, to see."""
+        proposal = self.service.authority.get_proposal(context, proposal_id)
+        if proposal.proposer_id != context.actor_id and not context.roles & READER_ROLES:
+            # Told apart from an unknown id by nothing, as with another requester's status.
+            raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
+        return proposal
 
     def approve(
         self, context: Context, proposal_id: str, *, digest: str, expires_in: timedelta
