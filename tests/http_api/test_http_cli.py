@@ -177,3 +177,11 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
     assert "Finished server process" in output
     assert server.returncode in (0, -signal.SIGTERM), output
     assert raw_sql(store_url, "SELECT count(*) FROM proposals") == [(1,)]
+
+
+def test_serve_refuses_a_service_it_cannot_load(tmp_path: Path) -> None:
+    """``serve`` with a factory that does not exist exits 1 with invalid_input, serving nothing."""
+    for spec in ("no_such_module:build", "tests.http_api.apps", "tests.http_api.apps:nothing"):
+        done = cli("serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--service", spec)
+        assert done.returncode == 1, done.stderr
+        assert "[invalid_input]" in done.stderr
