@@ -97,7 +97,7 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "effectledger",
-) -> Any:
+) -> BodyLimit:
     """The ASGI application of the HTTP API over ``service``, authenticating with ``keys``.
 
     ``service`` is an :class:`EffectService` or any :class:`EffectAPI`. Returns the application
