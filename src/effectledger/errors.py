@@ -11,7 +11,10 @@ them.
     EffectLedgerError                     effectledger_error (500)
     ├── InvalidInput                      invalid_input (422)
     │   ├── ToolArgumentsRejected         tool_arguments_rejected (422)
-    │   └── LogKeyInvalid                 log_key_invalid (422)
+    │   ├── LogKeyInvalid                 log_key_invalid (422)
+    │   ├── MalformedRequest              malformed_request (400)
+    │   └── RequestTooLarge               request_too_large (413)
+    ├── NotAuthenticated                  not_authenticated (401)
     ├── NotFound                          not_found (404)
     ├── AdmissionDenied                   admission_denied (403)
     ├── ApprovalRefused                   approval_refused (403)
@@ -66,10 +69,13 @@ __all__ = [
     "InvalidInput",
     "InvalidTransition",
     "LogKeyInvalid",
+    "MalformedRequest",
     "MissingAdmission",
+    "NotAuthenticated",
     "NotFound",
     "NotPermitted",
     "OperationIdTaken",
+    "RequestTooLarge",
     "StorageBusy",
     "StorageError",
     "TamperedCommand",
@@ -116,6 +122,31 @@ class LogKeyInvalid(InvalidInput):
     """A log signing or verifier key is missing, malformed or not the key the log expects."""
 
     code = "log_key_invalid"
+
+
+class MalformedRequest(InvalidInput):
+    """A request body is not the JSON document its endpoint takes (unparseable, wrong type)."""
+
+    code = "malformed_request"
+    status = 400
+
+
+class RequestTooLarge(InvalidInput):
+    """A request body is over the size limit; it was refused before it was parsed."""
+
+    code = "request_too_large"
+    status = 413
+
+
+class NotAuthenticated(EffectLedgerError):
+    """No valid credential: missing, unknown, wrong or revoked. Nothing was read or written.
+
+    ``details["reason"]``: ``missing_credentials``, ``invalid_credentials`` or
+    ``revoked_credentials`` (only a caller holding the exact secret of a revoked key learns that).
+    """
+
+    code = "not_authenticated"
+    status = 401
 
 
 class NotFound(EffectLedgerError):

@@ -405,3 +405,25 @@ ON CONFLICT (tenant_id, sha256) DO NOTHING;
 
 -- name: evidence_blob_get
 SELECT * FROM evidence_blobs WHERE tenant_id = %(tenant_id)s AND sha256 = %(sha256)s;
+
+-- name: store_ping
+-- Whether the store answers and its schema is in place (the HTTP API's readiness).
+SELECT max(version) AS schema_version FROM schema_migrations;
+
+-- name: api_key_insert
+INSERT INTO api_keys (key_id, secret_hash, tenant_id, actor_id, roles_json, created_us)
+VALUES (%(key_id)s, %(secret_hash)s, %(tenant_id)s, %(actor_id)s, %(roles_json)s, %(now_us)s);
+
+-- name: api_key_get
+SELECT * FROM api_keys WHERE key_id = %(key_id)s;
+
+-- name: api_key_revoke
+-- Revokes a live key; a key already revoked keeps its first revocation time (no row changes).
+UPDATE api_keys SET revoked_us = %(now_us)s WHERE key_id = %(key_id)s AND revoked_us IS NULL;
+
+-- name: api_keys_list
+SELECT * FROM api_keys ORDER BY created_us, key_id LIMIT %(limit)s;
+
+-- name: api_keys_list_tenant
+SELECT * FROM api_keys WHERE tenant_id = %(tenant_id)s ORDER BY created_us, key_id
+LIMIT %(limit)s;

@@ -1,0 +1,166 @@
+"""``effectledger serve`` and ``effectledger keys create|revoke|list``: the HTTP API.
+
+- ``serve --db URL --service MODULE:FACTORY [--host H] [--port P]`` runs the HTTP API with
+  uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the
+  :class:`~effectledger.service.EffectService` (the application's actions and destinations); the
+  API keys live in the same ledger database.
+- ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once (it creates
+  the ledger if needed, like ``migrate``).
+- ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from effectledger.callers.api_keys import ApiKeys
+from effectledger.cli.options import Commands, add_db, add_json, open_existing
+from effectledger.cli.output import Output
+from effectledger.errors import InvalidInput
+from effectledger.service import EffectService
+from effectledger.store import open_store
+
+__all__ = ["load_factory", "register"]
+
+
+def register(commands: Commands) -> None:
+    """Add ``serve`` and ``keys``."""
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP API (extra server)",
+        description="Serve the HTTP API (OpenAPI at /openapi.json, health at /healthz).",
+    )
+    add_db(serve)
+    serve.add_argument(
+        "--service",
+        required=True,
+        metavar="MODULE:FACTORY",
+        help="a callable that takes the store URL and returns the EffectService to serve",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=64 * 1024,
+        help="largest request body accepted (default %(default)s)",
+    )
+    serve.set_defaults(handler=_serve)
+
+    keys = commands.add_parser(
+        "keys",
+        help="create, revoke and list HTTP API keys",
+        description="Create, revoke and list the API keys of the HTTP API (secrets shown once).",
+    )
+    actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create a key; its token is printed once")
+    add_db(create)
+    create.add_argument("--tenant", required=True, help="tenant the key acts in")
+    create.add_argument("--actor", required=True, help="actor the key stands for")
+    create.add_argument("--roles", default="", help="comma-separated roles, e.g. agent,approver")
+    add_json(create)
+    create.set_defaults(handler=_create)
+    revoke = actions.add_parser("revoke", help="revoke a key (it stops working at once)")
+    add_db(revoke)
+    revoke.add_argument("key_id", help="the key's id (as listed)")
+    add_json(revoke)
+    revoke.set_defaults(handler=_revoke)
+    listed = actions.add_parser("list", help="list keys, without their secrets")
+    add_db(listed)
+    listed.add_argument("--tenant", help="only this tenant's keys")
+    add_json(listed)
+    listed.set_defaults(handler=_list)
+
+
+def load_factory(spec: str) -> Any:
+    """The callable named ``MODULE:NAME``."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise InvalidInput(f"--service takes MODULE:FACTORY, not {spec!r}", field="service")
+    try:
+        factory = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidInput(f"cannot load {spec}: {exc}", field="service") from exc
+    if not callable(factory):
+        raise InvalidInput(f"{spec} is not callable", field="service")
+    return factory
+
+
+def _serve(args: argparse.Namespace, out: Output) -> int:
+    try:
+        import uvicorn
+
+        from effectledger.callers.http_api import create_app
+    except ImportError as exc:
+        raise InvalidInput(
+            "serve needs the server extra: pip install 'effectledger[server]'"
+        ) from exc
+    if not 0 < args.port < 65536:
+        raise InvalidInput("--port must be from 1 to 65535", field="port")
+    service = load_factory(args.service)(args.db)
+    if not isinstance(service, EffectService):
+        raise InvalidInput(f"{args.service} did not return an EffectService", field="service")
+    app = create_app(service, ApiKeys(service.ledger.store), max_body_bytes=args.max_body_bytes)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
+    finally:
+        service.ledger.store.close()
+    return 0
+
+
+def _create(args: argparse.Namespace, out: Output) -> int:
+    store = open_store(args.db)
+    try:
+        roles = [role.strip() for role in args.roles.split(",") if role.strip()]
+        issued = ApiKeys(store).create(tenant_id=args.tenant, actor_id=args.actor, roles=roles)
+    finally:
+        store.close()
+    if out.json_mode:
+        out.json({"key_id": issued.key.key_id, "token": issued.token})
+        return 0
+    out.line(f"key id: {issued.key.key_id}")
+    out.line(f"token:  {issued.token}")
+    out.line("The token is shown only now; only its SHA-256 is stored.")
+    return 0
+
+
+def _revoke(args: argparse.Namespace, out: Output) -> int:
+    store = open_existing(args.db)
+    try:
+        key = ApiKeys(store).revoke(args.key_id)
+    finally:
+        store.close()
+    when = key.revoked_at.isoformat() if key.revoked_at else None
+    if out.json_mode:
+        out.json({"key_id": key.key_id, "revoked_at": when})
+    else:
+        out.line(f"revoked {key.key_id} at {when or '?'}")
+    return 0
+
+
+def _list(args: argparse.Namespace, out: Output) -> int:
+    store = open_existing(args.db)
+    try:
+        keys = ApiKeys(store).list(tenant_id=args.tenant)
+    finally:
+        store.close()
+    rows: list[dict[str, Any]] = [
+        {
+            "key_id": key.key_id,
+            "tenant_id": key.tenant_id,
+            "actor_id": key.actor_id,
+            "roles": sorted(key.roles),
+            "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+        }
+        for key in keys
+    ]
+    if out.json_mode:
+        out.json({"keys": rows})
+        return 0
+    for row in rows:
+        state = "live" if row["revoked_at"] is None else f"revoked {row['revoked_at']}"
+        shown = ",".join(row["roles"]) or "-"
+        out.line(f"{row['key_id']}  {row['tenant_id']}  {row['actor_id']}  {shown}  {state}")
+    return 0
