@@ -1,0 +1,458 @@
+"""Function tools for any function-calling model, and the host call that answers them.
+
+For every registered action there is a ``propose_<action>`` tool whose parameters are exactly
+the action's arguments (``additionalProperties: false``, descriptions from the model's fields,
+no identity fields), plus two operation tools that take only ids: ``perform_proposal`` and
+``operation_status``. :func:`openai_chat_tools`, :func:`openai_responses_tools` and
+:func:`anthropic_tools` render the same definitions in each provider's tool format.
+
+A host answers a model's tool call with one call: :meth:`FunctionTools.call` (a name and the
+raw arguments) or :meth:`FunctionTools.answer` (the provider's tool-call object, answered in
+the same provider's format). The trusted :class:`~effectledger.model.Context` always comes from
+the host, never from the arguments. The result's ``data`` is the JSON of the service's result;
+its ``guidance`` tells the model what it may say to the user, and an uncertain outcome is never
+worded as done or failed. Arguments the model invents are refused with
+:class:`~effectledger.errors.ToolArgumentsRejected` before anything is written.
+
+The tools depend only on :class:`ToolService`, the few service methods they call, so any object
+with those methods (:class:`~effectledger.service.EffectService` today) can stand behind them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from effectledger.actions import Action, ActionRegistry
+from effectledger.authority import Correlation, Proposal
+from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
+from effectledger.errors import EffectLedgerError, InvalidInput, NotFound, ToolArgumentsRejected
+from effectledger.model import Context, DispatchResult, validate_identifier
+from effectledger.service import EffectResult
+
+__all__ = [
+    "IDENTITY_FIELDS",
+    "MAX_ARGUMENTS_BYTES",
+    "PERFORM_TOOL",
+    "PROPOSE_PREFIX",
+    "STATUS_TOOL",
+    "FunctionTools",
+    "ToolDefinition",
+    "ToolResult",
+    "ToolService",
+    "anthropic_tools",
+    "openai_chat_tools",
+    "openai_responses_tools",
+]
+
+PROPOSE_PREFIX = "propose_"
+PERFORM_TOOL = "perform_proposal"
+STATUS_TOOL = "operation_status"
+MAX_ARGUMENTS_BYTES = 64 * 1024
+"""Raw argument text longer than this is refused before it is parsed."""
+
+IDENTITY_FIELDS = frozenset(
+    {
+        "tenant", "tenant_id", "actor", "actor_id", "role", "roles", "user", "user_id",
+        "principal", "approver", "approver_id", "approved_by", "requester", "requester_id",
+        "proposer", "proposer_id",
+    }
+)  # fmt: skip
+"""Argument names an action may not declare: who acts is the host's to say, never the model's."""
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what OpenAI and Anthropic both accept
+_ID_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 128,
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$",
+}
+
+
+class ToolService(Protocol):
+    """The service methods the tools call; :class:`~effectledger.service.EffectService` has them."""
+
+    registry: ActionRegistry
+
+    def propose(
+        self,
+        context: Context,
+        action: str,
+        arguments: Mapping[str, Any],
+        *,
+        correlation: Correlation | None = None,
+    ) -> Proposal: ...
+
+    def perform(
+        self, context: Context, proposal_id: str, *, approval_id: str | None = None
+    ) -> EffectResult: ...
+
+    def status(self, context: Context, operation_id: str) -> DispatchResult: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDefinition:
+    """One tool as a model sees it: a name, a description and a JSON schema of its parameters.
+
+    ``read_only``, ``destructive`` and ``idempotent`` describe the tool truthfully (MCP uses them
+    as annotations): only ``perform_proposal`` may cause an external effect, and repeating it
+    with the same ids reports the recorded state instead of acting again.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+    action: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What a tool call produced: the service's JSON, what to tell the user, and an error flag.
+
+    ``data`` is the JSON of the API's result (``EffectResult.to_dict()`` for ``perform_proposal``)
+    or ``{"error": {"code", "message", "details"}}``. ``text`` is what the model reads.
+    """
+
+    tool: str
+    data: dict[str, Any]
+    guidance: str
+    is_error: bool
+
+    @property
+    def text(self) -> str:
+        """The JSON result, then one line telling the model what it may say to the user."""
+        return f"{json.dumps(self.data, separators=(',', ':'))}\n{self.guidance}"
+
+    def openai_chat_message(self, tool_call_id: str) -> dict[str, Any]:
+        """The Chat Completions ``tool`` message answering ``tool_call_id``."""
+        return {"role": "tool", "tool_call_id": tool_call_id, "content": self.text}
+
+    def openai_responses_item(self, call_id: str) -> dict[str, Any]:
+        """The Responses API ``function_call_output`` input item answering ``call_id``."""
+        return {"type": "function_call_output", "call_id": call_id, "output": self.text}
+
+    def anthropic_block(self, tool_use_id: str) -> dict[str, Any]:
+        """The Anthropic ``tool_result`` content block answering ``tool_use_id``."""
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": self.text,
+            "is_error": self.is_error,
+        }
+
+
+def _propose_definition(action: Action) -> ToolDefinition:
+    name = PROPOSE_PREFIX + action.name
+    if _TOOL_NAME.fullmatch(name) is None:
+        raise InvalidInput(
+            f"action {action.name} cannot be a tool name: use letters, digits, _ and - "
+            f"(at most {64 - len(PROPOSE_PREFIX)} characters)",
+            action=action.name,
+        )
+    schema = dict(action.arguments.model_json_schema())
+    properties = dict(schema.get("properties", {}))
+    identity = sorted(IDENTITY_FIELDS.intersection(properties))
+    if identity:
+        raise InvalidInput(
+            f"action {action.name} declares identity fields {identity}: who acts comes from "
+            "the host's context, never from a model's arguments",
+            action=action.name,
+            fields=identity,
+        )
+    summary = action.description or (action.arguments.__doc__ or "").strip()
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": list(schema.get("required", [])),
+        "additionalProperties": False,
+    }
+    if "$defs" in schema:
+        parameters["$defs"] = schema["$defs"]
+    return ToolDefinition(
+        name=name,
+        description=(
+            f"{summary} Records a proposal only: nothing happens until it is approved and "
+            f"performed with {PERFORM_TOOL}. Returns the proposal id and its digest."
+        ).strip(),
+        parameters=parameters,
+        read_only=False,
+        destructive=False,
+        idempotent=False,
+        open_world=False,
+        action=action.name,
+    )
+
+
+_PERFORM = ToolDefinition(
+    name=PERFORM_TOOL,
+    description=(
+        "Performs a recorded proposal exactly as it was approved, at most once. Takes only ids. "
+        "Repeating the call reports the recorded state and never acts again. If the result says "
+        "uncertain, the effect may or may not have happened and is being checked: tell the user "
+        "it is pending, never that it succeeded or failed."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "proposal_id": {**_ID_SCHEMA, "description": "The id returned by a propose tool."},
+            "approval_id": {
+                **_ID_SCHEMA,
+                "description": "The id of the approval a reviewer granted, if one was given.",
+            },
+        },
+        "required": ["proposal_id"],
+        "additionalProperties": False,
+    },
+    read_only=False,
+    destructive=True,
+    idempotent=True,
+    open_world=True,
+)
+
+_STATUS = ToolDefinition(
+    name=STATUS_TOOL,
+    description=(
+        "Reports the recorded state of an operation you performed. Takes only its id. "
+        "An uncertain state means the effect may or may not have happened."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "operation_id": {**_ID_SCHEMA, "description": "The operation id from a result."}
+        },
+        "required": ["operation_id"],
+        "additionalProperties": False,
+    },
+    read_only=True,
+    destructive=False,
+    idempotent=True,
+    open_world=False,
+)
+
+
+def openai_chat_tools(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
+    """The definitions as Chat Completions ``tools`` (``{"type": "function", "function": ...}``)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": d.name,
+                "description": d.description,
+                "parameters": dict(d.parameters),
+            },
+        }
+        for d in definitions
+    ]
+
+
+def openai_responses_tools(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
+    """The definitions as Responses API function tools (``strict`` off: optional fields stay)."""
+    return [
+        {
+            "type": "function",
+            "name": d.name,
+            "description": d.description,
+            "parameters": dict(d.parameters),
+            "strict": False,
+        }
+        for d in definitions
+    ]
+
+
+def anthropic_tools(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
+    """The definitions as Anthropic Messages API tools (name, description, input_schema)."""
+    return [
+        {"name": d.name, "description": d.description, "input_schema": dict(d.parameters)}
+        for d in definitions
+    ]
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # A repeated key could show a reviewer one value and act on another: refuse it.
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidInput(f"the arguments repeat the key {key!r}", field=key[:64])
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidInput(f"the arguments contain {name}, which is not JSON")
+
+
+def parse_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model's arguments as an object: JSON text (OpenAI) or an already parsed mapping."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if not isinstance(arguments, str | bytes):
+        raise InvalidInput("tool arguments must be a JSON object")
+    if len(arguments) > MAX_ARGUMENTS_BYTES:
+        raise InvalidInput(f"tool arguments exceed {MAX_ARGUMENTS_BYTES} bytes")
+    if not arguments.strip():
+        return {}
+    try:
+        parsed = json.loads(
+            arguments, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant
+        )
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, InvalidInput):
+            raise
+        raise InvalidInput("tool arguments are not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise InvalidInput("tool arguments must be a JSON object")
+    return parsed
+
+
+def _only(definition: ToolDefinition, arguments: Mapping[str, Any]) -> None:
+    allowed = definition.parameters["properties"]
+    invented = sorted(str(key) for key in arguments if key not in allowed)
+    if invented:
+        raise ToolArgumentsRejected(
+            f"{definition.name} does not take {', '.join(invented[:10])}; nothing was recorded",
+            tool=definition.name,
+            rejected=invented[:20],
+        )
+
+
+def _proposal_view(proposal: Proposal) -> dict[str, Any]:
+    return {
+        "outcome": "proposed",
+        "proposal_id": proposal.proposal_id,
+        "operation_id": proposal.operation_id,
+        "action": proposal.action,
+        "contract_version": proposal.contract_version,
+        "target": proposal.target,
+        "arguments": dict(proposal.arguments),
+        "units": proposal.units,
+        "digest": proposal.digest,
+        "expires_at": proposal.expires_at.isoformat(),
+    }
+
+
+def _status_view(result: DispatchResult) -> dict[str, Any]:
+    return {"outcome": "recorded", **result.to_dict()}
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+class FunctionTools:
+    """The tools of one service's registered actions, and the host's dispatch of a tool call."""
+
+    def __init__(self, service: ToolService) -> None:
+        self.service = service
+        definitions = [_propose_definition(action) for action in service.registry]
+        definitions += [_PERFORM, _STATUS]
+        self._definitions = {d.name: d for d in definitions}
+
+    def definitions(self) -> list[ToolDefinition]:
+        """Every tool: one ``propose_<action>`` per action, then the operation tools."""
+        return list(self._definitions.values())
+
+    def call(
+        self,
+        context: Context,
+        name: str,
+        arguments: str | bytes | Mapping[str, Any] | None,
+        *,
+        correlation: Correlation | None = None,
+    ) -> ToolResult:
+        """Answer one tool call for the host's trusted ``context``; never raises for bad input.
+
+        Refusals (unknown tool, malformed or invented arguments, a malformed id, a denial, an
+        id the context cannot see) come back with ``is_error`` and a stable code, and write
+        nothing. Only errors outside the error tree propagate.
+        """
+        try:
+            definition = self._definitions.get(name) if isinstance(name, str) else None
+            if definition is None:
+                raise NotFound(f"no tool {str(name)[:64]!r}", tool=str(name)[:64])
+            parsed = parse_arguments(arguments)
+            _only(definition, parsed)
+            if definition.action is not None:
+                proposal = self.service.propose(
+                    context, definition.action, parsed, correlation=correlation
+                )
+                return ToolResult(
+                    tool=name,
+                    data=_proposal_view(proposal),
+                    guidance=proposal_guidance(),
+                    is_error=False,
+                )
+            if name == PERFORM_TOOL:
+                proposal_id = validate_identifier(parsed.get("proposal_id"), "proposal_id")
+                approval_id = parsed.get("approval_id")
+                if approval_id is not None:
+                    validate_identifier(approval_id, "approval_id")
+                result = self.service.perform(context, proposal_id, approval_id=approval_id)
+                return ToolResult(
+                    tool=name,
+                    data=result.to_dict(),
+                    guidance=result_guidance(result.outcome, result.state, result.reason),
+                    is_error=result.outcome == "denied",
+                )
+            operation_id = validate_identifier(parsed.get("operation_id"), "operation_id")
+            status = self.service.status(context, operation_id)
+            return ToolResult(
+                tool=name,
+                data=_status_view(status),
+                guidance=result_guidance("recorded", status.state, None),
+                is_error=False,
+            )
+        except EffectLedgerError as exc:
+            return ToolResult(
+                tool=str(name)[:64],
+                data={"error": exc.to_dict()},
+                guidance=error_guidance(exc, performing=name == PERFORM_TOOL),
+                is_error=True,
+            )
+
+    def answer(self, context: Context, tool_call: Any) -> dict[str, Any]:
+        """Answer a provider's tool call object (or its dict) in the same provider's format.
+
+        Accepts a Chat Completions tool call (``id``, ``function.name``, ``function.arguments``),
+        a Responses ``function_call`` item (``call_id``, ``name``, ``arguments``) or an Anthropic
+        ``tool_use`` block (``id``, ``name``, ``input``); returns the tool message, the
+        ``function_call_output`` item or the ``tool_result`` block to send back.
+        """
+        function = _field(tool_call, "function")
+        kind = _field(tool_call, "type")
+        if function is not None:
+            call_id = str(_field(tool_call, "id"))
+            result = self.call(
+                context,
+                _field(function, "name"),
+                _field(function, "arguments"),
+                correlation=Correlation(tool_call_id=call_id[:256], framework="openai-chat"),
+            )
+            return result.openai_chat_message(call_id)
+        if kind == "function_call":
+            call_id = str(_field(tool_call, "call_id"))
+            result = self.call(
+                context,
+                _field(tool_call, "name"),
+                _field(tool_call, "arguments"),
+                correlation=Correlation(tool_call_id=call_id[:256], framework="openai-responses"),
+            )
+            return result.openai_responses_item(call_id)
+        if kind == "tool_use":
+            call_id = str(_field(tool_call, "id"))
+            result = self.call(
+                context,
+                _field(tool_call, "name"),
+                _field(tool_call, "input"),
+                correlation=Correlation(tool_call_id=call_id[:256], framework="anthropic"),
+            )
+            return result.anthropic_block(call_id)
+        raise InvalidInput("not a tool call of a supported format (OpenAI or Anthropic)")
