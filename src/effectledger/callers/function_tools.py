@@ -26,11 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import pydantic_core
+
 from effectledger.actions import Action, ActionRegistry
 from effectledger.authority import Correlation, Proposal
 from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound, ToolArgumentsRejected
-from effectledger.model import Context, DispatchResult, validate_identifier
+from effectledger.model import Context, DispatchResult
 from effectledger.service import EffectResult
 
 __all__ = [
@@ -73,7 +75,12 @@ _ID_SCHEMA = {
 
 
 class ToolService(Protocol):
-    """The service methods the tools call; :class:`~effectledger.service.EffectService` has them."""
+    """The service methods the tools call; :class:`~effectledger.service.EffectService` has them.
+
+    The tools pass ids through as the model sent them: an implementation must refuse an id of
+    the wrong shape or type with :class:`~effectledger.errors.InvalidInput` before it reads or
+    writes anything (the tests of the tools check that it does).
+    """
 
     registry: ActionRegistry
 
@@ -128,7 +135,9 @@ class ToolResult:
     @property
     def text(self) -> str:
         """The JSON result, then one line telling the model what it may say to the user."""
-        return f"{json.dumps(self.data, separators=(',', ':'))}\n{self.guidance}"
+        # pydantic-core's encoder (already a dependency) is several times faster than json's,
+        # which matters on the replay path where the ledger read itself takes microseconds.
+        return f"{pydantic_core.to_json(self.data).decode()}\n{self.guidance}"
 
     def openai_chat_message(self, tool_call_id: str) -> dict[str, Any]:
         """The Chat Completions ``tool`` message answering ``tool_call_id``."""
@@ -288,26 +297,29 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidInput(f"the arguments contain {name}, which is not JSON")
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+
+
 def parse_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
-    """The model's arguments as an object: JSON text (OpenAI) or an already parsed mapping."""
-    if arguments is None:
-        return {}
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
-    if not isinstance(arguments, str | bytes):
+    """The model's arguments as an object: JSON text (OpenAI) or an already parsed mapping.
+
+    JSON text over :data:`MAX_ARGUMENTS_BYTES`, malformed, not an object, with a repeated key
+    or with NaN or Infinity is refused with :class:`~effectledger.errors.InvalidInput`.
+    """
+    if isinstance(arguments, str | bytes):
+        if len(arguments) > MAX_ARGUMENTS_BYTES:
+            raise InvalidInput(f"tool arguments exceed {MAX_ARGUMENTS_BYTES} bytes")
+        try:
+            text = arguments.decode() if isinstance(arguments, bytes) else arguments
+            parsed = _DECODER.decode(text) if text.strip() else {}
+        except (ValueError, RecursionError):
+            raise InvalidInput("tool arguments are not valid JSON") from None
+    elif isinstance(arguments, Mapping):
+        parsed = dict(arguments)
+    elif arguments is None:
+        parsed = {}
+    else:
         raise InvalidInput("tool arguments must be a JSON object")
-    if len(arguments) > MAX_ARGUMENTS_BYTES:
-        raise InvalidInput(f"tool arguments exceed {MAX_ARGUMENTS_BYTES} bytes")
-    if not arguments.strip():
-        return {}
-    try:
-        parsed = json.loads(
-            arguments, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant
-        )
-    except (ValueError, RecursionError) as exc:
-        if isinstance(exc, InvalidInput):
-            raise
-        raise InvalidInput("tool arguments are not valid JSON") from None
     if not isinstance(parsed, dict):
         raise InvalidInput("tool arguments must be a JSON object")
     return parsed
@@ -322,6 +334,13 @@ def _only(definition: ToolDefinition, arguments: Mapping[str, Any]) -> None:
             tool=definition.name,
             rejected=invented[:20],
         )
+
+
+def _text_id(value: object, field: str) -> str:
+    # The type is checked here; the service checks the shape before it reads anything.
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string id", field=field)
+    return value
 
 
 def _proposal_view(proposal: Proposal) -> dict[str, Any]:
@@ -391,19 +410,24 @@ class FunctionTools:
                     is_error=False,
                 )
             if name == PERFORM_TOOL:
-                proposal_id = validate_identifier(parsed.get("proposal_id"), "proposal_id")
+                # The service refuses ids of the wrong shape or type (InvalidInput) first.
                 approval_id = parsed.get("approval_id")
-                if approval_id is not None:
-                    validate_identifier(approval_id, "approval_id")
-                result = self.service.perform(context, proposal_id, approval_id=approval_id)
+                result = self.service.perform(
+                    context,
+                    _text_id(parsed.get("proposal_id"), "proposal_id"),
+                    approval_id=None
+                    if approval_id is None
+                    else _text_id(approval_id, "approval_id"),
+                )
                 return ToolResult(
                     tool=name,
                     data=result.to_dict(),
                     guidance=result_guidance(result.outcome, result.state, result.reason),
                     is_error=result.outcome == "denied",
                 )
-            operation_id = validate_identifier(parsed.get("operation_id"), "operation_id")
-            status = self.service.status(context, operation_id)
+            status = self.service.status(
+                context, _text_id(parsed.get("operation_id"), "operation_id")
+            )
             return ToolResult(
                 tool=name,
                 data=_status_view(status),

@@ -238,20 +238,27 @@ def serve_http_in_thread(
     host: str = "127.0.0.1",
     port: int = 0,
     path: str = "/mcp",
+    json_response: bool = False,
     startup_timeout: float = 15.0,
 ) -> Iterator[str]:
     """Serve ``build(url)`` over streamable HTTP in a background thread; yield its URL.
 
     Binds first (``port=0`` picks a free port) so the server is built knowing its own URL, and
-    stops the server and joins the thread on exit. For tests, benchmarks and embedding.
+    stops the server and joins the thread on exit. ``json_response`` answers each POST with one
+    JSON body instead of an SSE stream. For tests, benchmarks and embedding.
     """
     import uvicorn
 
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only for sockets whose
+    # proto says TCP, and a socket made with proto 0 would hold every response body back for
+    # the client's delayed ACK (about 40 ms per request on loopback).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
     url = f"http://{host}:{listener.getsockname()[1]}{path}"
-    app = build(url).streamable_http_app(streamable_http_path=path, host=host)
+    app = build(url).streamable_http_app(
+        streamable_http_path=path, host=host, json_response=json_response
+    )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
