@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         roles = frozenset(role for role in args.roles.split(",") if role)
         context = Context(tenant_id=args.tenant, actor_id=args.actor, roles=roles)
         tools = FunctionTools(load_app(args.app))
-        build_server(tools, context=context).run("stdio")
+        build_server(tools, context=context).run(transport="stdio")
         return 0
     if not args.tokens:
         raise InvalidInput("streamable-http needs --tokens: every request must authenticate")
@@ -97,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     url = args.public_url or f"http://{args.host}:{args.port}{args.path}"
     identities = TokenIdentities.from_file(args.tokens)
     server = build_server(FunctionTools(load_app(args.app)), identities=identities, server_url=url)
-    server.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
+    server.run(
+        transport="streamable-http", host=args.host, port=args.port, streamable_http_path=args.path
+    )
     return 0
 
 
