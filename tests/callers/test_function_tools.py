@@ -343,3 +343,35 @@ def test_an_empty_registry_offers_only_the_operation_tools(tmp_path: Path) -> No
         "perform_proposal",
         "operation_status",
     ]
+
+
+def test_sixteen_threads_performing_through_the_tools_make_one_effect(
+    world: World, tools: FunctionTools
+) -> None:
+    """Sixteen host threads answering the same perform call make one attempt and one effect."""
+    import threading
+
+    proposal, approval_id = _approved(world, tools)
+    text = json.dumps({"proposal_id": proposal["proposal_id"], "approval_id": approval_id})
+    barrier = threading.Barrier(16)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def deliver() -> None:
+        barrier.wait(timeout=30)
+        result = tools.call(AGENT, "perform_proposal", text)
+        with lock:
+            outcomes.append(result.data.get("outcome", result.data.get("error", {}).get("code")))
+
+    threads = [threading.Thread(target=deliver) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(outcomes) == 16
+    assert outcomes.count("performed") == 1
+    assert set(outcomes) == {"performed", "replayed"}
+    assert count_rows(world.store_url, "attempts") == 1
+    assert world.receiver.counts().effects == 1
+    usage = world.service.authority.capacity(AGENT, "refunds")
+    assert (usage.held, usage.committed) == (0, 30)

@@ -196,6 +196,44 @@ def test_stdio_server_end_to_end(world: World) -> None:
     assert stored.proposer_id == "agent-7"
 
 
+@pytest.mark.slow
+def test_four_stdio_server_processes_racing_make_one_effect(world: World) -> None:
+    """Four MCP server processes performing the same proposal at once make exactly one effect."""
+    reviewer_side = build(world.store_url, world.directory / "receiver.db")
+    try:
+        proposal = reviewer_side.propose(AGENT, "refund_order", REFUND_30)
+        approval = reviewer_side.approve(REVIEWER, proposal.proposal_id, digest=proposal.digest)
+    finally:
+        reviewer_side.ledger.store.close()
+    ids = {"proposal_id": proposal.proposal_id, "approval_id": approval.approval_id}
+    server = _stdio_server(world, "--tenant", "acme", "--actor", "agent-7", "--roles", "agent")
+    outcomes: list[str] = []
+
+    async def race() -> None:
+        ready = anyio.Event()
+        connected: list[int] = []
+
+        async def deliver() -> None:
+            async with Client(server) as client:
+                connected.append(1)
+                if len(connected) == 4:
+                    ready.set()
+                await ready.wait()
+                outcomes.append(
+                    result_json(await client.call_tool("perform_proposal", ids))["outcome"]
+                )
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as group:
+                for _ in range(4):
+                    group.start_soon(deliver)
+
+    anyio.run(race)
+    assert sorted(outcomes) == ["performed", "replayed", "replayed", "replayed"]
+    assert count_rows(world.store_url, "attempts") == 1
+    assert world.receiver.counts().effects == 1
+
+
 def test_mcp_command_is_registered_with_help() -> None:
     """register() adds an ``mcp`` command with help for every option and a run function."""
     import argparse
