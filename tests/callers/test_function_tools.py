@@ -158,6 +158,33 @@ def test_an_action_declaring_identity_fields_gets_no_tool(world: World) -> None:
         FunctionTools(world.service)
 
 
+@pytest.mark.parametrize("name", ["refund.order", "refunds/v2", "r" * 60])
+def test_an_action_name_no_provider_accepts_gets_no_tool(world: World, name: str) -> None:
+    """Tool names must suit every provider ([A-Za-z0-9_-], 64 at most): others are refused."""
+    original = world.service.registry.get("refund_order")
+    world.service.registry.register(
+        Action(
+            name=name,
+            contract_version="v1",
+            arguments=original.arguments,
+            policy=original.policy,
+            destination=original.destination,
+            pool="refunds",
+            units=original.units,
+            target=original.target,
+            resource_version=original.resource_version,
+        )
+    )
+    with pytest.raises(InvalidInput, match="cannot be a tool name"):
+        FunctionTools(world.service)
+
+
+def test_an_unknown_tool_call_format_is_refused(tools: FunctionTools) -> None:
+    """answer() refuses an object that is no provider's tool call, before any dispatch."""
+    with pytest.raises(InvalidInput, match="not a tool call"):
+        tools.answer(AGENT, {"type": "text", "text": "perform_proposal"})
+
+
 def _approved(world: World, tools: FunctionTools) -> tuple[dict[str, Any], str]:
     proposal = tools.call(AGENT, "propose_refund_order", json.dumps(REFUND_30)).data
     approval = world.service.approve(REVIEWER, proposal["proposal_id"], digest=proposal["digest"])
