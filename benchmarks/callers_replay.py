@@ -16,15 +16,17 @@ One refund is proposed, approved and performed once; then the same perform is re
 
 It prints p50/p99/mean per call (µs) and bytes allocated per call (tracemalloc's peak above the
 baseline during the call; for MCP it covers client and server, both in this process). Direct
-and tool alternate in blocks over several rounds so drift slows both; the tool/direct ratio is
-the median of the per-round p50 ratios. Target: tool <= 1.3 x direct. Every path is checked
-to report ``replayed`` / ``SUCCEEDED`` with exactly one effect at the receiver.
+and tool alternate in rounds, and the two MCP servers in blocks of 50 calls, so drift slows
+each alike; the tool/direct ratio is the median of the per-round p50 ratios. Target: tool <=
+1.3 x direct. Every path is checked to report ``replayed`` / ``SUCCEEDED`` with exactly one
+effect at the receiver.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import json
 import statistics
@@ -165,28 +167,41 @@ def floor_server(result: CallToolResult, url: str) -> MCPServer[Any]:
     )
 
 
-def measure_mcp(url: str, arguments: dict[str, str], count: int) -> tuple[Figures, CallToolResult]:
-    """Timed ``tools/call`` round trips over one authenticated streamable HTTP session."""
-    outcome: dict[str, Any] = {}
+def measure_mcp(
+    urls: dict[str, str], arguments: dict[str, str], count: int, block: int = 50
+) -> tuple[dict[str, Figures], CallToolResult]:
+    """Timed ``tools/call`` round trips, one authenticated session per server, alternating.
+
+    The servers take turns in blocks of ``block`` calls, so load that comes and goes on the
+    machine slows each of them alike. Returns the figures per name and the last ``mcp`` result.
+    """
+    outcome: dict[str, Any] = {"figures": {}}
 
     async def run() -> None:
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
-
-            async def call() -> CallToolResult:
-                return await client.call_tool("perform_proposal", arguments)
-
-            for _ in range(min(200, count)):
-                outcome["last"] = await call()
-            samples = await _time_async(call, count)
-            peak = await _peak_async(call, max(50, count // 10))
-            outcome["figures"] = _summarise(samples, peak)
+        async with contextlib.AsyncExitStack() as stack:
+            calls: dict[str, Callable[[], Awaitable[CallToolResult]]] = {}
+            for name, url in urls.items():
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0))
+                )
+                client = await stack.enter_async_context(
+                    Client(streamable_http_client(url, http_client=http))
+                )
+                calls[name] = functools.partial(client.call_tool, "perform_proposal", arguments)
+            samples: dict[str, list[float]] = {name: [] for name in calls}
+            for name, call in calls.items():
+                for _ in range(min(200, count)):
+                    outcome[name] = await call()
+            for _ in range(0, count, block):
+                for name, call in calls.items():
+                    samples[name] += await _time_async(call, block)
+            for name, call in calls.items():
+                peak = await _peak_async(call, max(50, count // 10))
+                outcome["figures"][name] = _summarise(samples[name], peak)
 
     anyio.run(run)
-    return outcome["figures"], outcome["last"]
+    return outcome["figures"], outcome["mcp"]
 
 
 async def _time_async(call: Callable[[], Awaitable[object]], count: int) -> list[float]:
@@ -273,17 +288,23 @@ def run(
     tool_figures = _summarise(tool_samples, peak_allocation(tool, 2000))
     replay = tools.call(AGENT, "perform_proposal", text)
 
-    with contextlib.ExitStack() as stack:
-        identities = TokenIdentities.from_tokens({TOKEN: AGENT})
-        url = stack.enter_context(
-            serve_http_in_thread(lambda u: build_server(tools, identities=identities, server_url=u))
-        )
-        mcp_figures, mcp_last = measure_mcp(url, ids, args.mcp_replays)
     floor_result = CallToolResult(
         content=[TextContent(type="text", text=replay.text)], structured_content=replay.data
     )
-    with serve_http_in_thread(lambda u: floor_server(floor_result, u)) as url:
-        floor_figures, _ = measure_mcp(url, ids, args.mcp_replays)
+    identities = TokenIdentities.from_tokens({TOKEN: AGENT})
+    with contextlib.ExitStack() as stack:
+        urls = {
+            "mcp": stack.enter_context(
+                serve_http_in_thread(
+                    lambda u: build_server(tools, identities=identities, server_url=u)
+                )
+            ),
+            "floor": stack.enter_context(
+                serve_http_in_thread(lambda u: floor_server(floor_result, u))
+            ),
+        }
+        figures, mcp_last = measure_mcp(urls, ids, args.mcp_replays)
+    mcp_figures, floor_figures = figures["mcp"], figures["floor"]
 
     checks = {
         "direct": service.perform(
