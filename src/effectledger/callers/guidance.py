@@ -7,6 +7,8 @@ MCP) attaches the same sentence to the same result.
 
 from __future__ import annotations
 
+import functools
+
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound
 from effectledger.model import OperationState
 
@@ -60,6 +62,7 @@ def proposal_guidance() -> str:
     )
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a few short strings: answered once
 def result_guidance(outcome: str, state: OperationState | None, reason: str | None) -> str:
     """The sentence for a perform or status result."""
     if outcome == "denied":
