@@ -115,6 +115,33 @@ def test_missing_or_wrong_credentials_are_refused(
     assert world.receiver.counts().submissions == 0
 
 
+def test_malformed_json_rpc_is_refused_before_any_tool(world: World, mcp: MCPCaller) -> None:
+    """Malformed JSON and arguments that are not an object get JSON-RPC errors, nothing more."""
+    headers = {
+        "Authorization": "Bearer token-agent-7",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    broken = httpx2.post(mcp._url, content=b"{not json", headers=headers, timeout=10)
+    assert (broken.status_code, broken.json()["error"]["code"]) == (400, -32700)
+    opened = httpx2.post(mcp._url, json=_initialize(), headers=headers, timeout=10)
+    session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    httpx2.post(mcp._url, json=initialized, headers=session, timeout=10)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "propose_refund_order", "arguments": "order_id=ord-1"},
+    }
+    answer = httpx2.post(mcp._url, json=call, headers=session, timeout=10)
+    assert "-32602" in answer.text, answer.text
+    assert '"id":2' in answer.text
+    assert count_rows(world.store_url, "proposals") == 0
+    assert count_rows(world.store_url, "audit_events") == 0
+    assert world.receiver.counts().submissions == 0
+
+
 def test_identity_comes_from_the_token_never_from_arguments(world: World, mcp: MCPCaller) -> None:
     """Mallory's token cannot perform the agent's proposal, and naming the agent does not help."""
     proposal = mcp.propose(AGENT, REFUND_30)
