@@ -296,6 +296,15 @@ class EffectService:
             trace=(TraceStep("reconciliation", operation.state.value),),
         )
 
+    def status(self, context: Context, operation_id: str) -> DispatchResult:
+        """The recorded state of an operation the context's actor requested (one read).
+
+        An unknown id, another tenant's and another requester's all raise
+        :class:`~effectledger.errors.NotFound`; a malformed id raises ``InvalidInput``.
+        """
+        validate_identifier(operation_id, "operation_id")
+        return self.ledger.status(context, operation_id)
+
     def executor_for(self, destination: DestinationRef) -> Executor:
         """The executor bound to ``destination`` (with the dispatch-time recheck)."""
         try:

@@ -1,1 +1,1 @@
-"""Thin callers of the ledger: the model-facing tool today; frameworks, MCP and HTTP build on it."""
+"""Thin callers of the service: the dispatch tool, function tools for any model, an MCP server."""

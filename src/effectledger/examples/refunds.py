@@ -50,10 +50,26 @@ class RefundArguments(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    order_id: Annotated[str, StringConstraints(pattern=r"^ord-[0-9]{1,12}$")]
-    amount_minor: Annotated[int, Field(gt=0, le=10_000_000)]
-    currency: Annotated[str, AfterValidator(_currency)]
-    reason: Annotated[str, StringConstraints(max_length=500), AfterValidator(_nfc)] = ""
+    order_id: Annotated[
+        str,
+        StringConstraints(pattern=r"^ord-[0-9]{1,12}$"),
+        Field(description="The order to refund, such as ord-1001."),
+    ]
+    amount_minor: Annotated[
+        int,
+        Field(gt=0, le=10_000_000, description="The amount in minor units (cents), an integer."),
+    ]
+    currency: Annotated[
+        str,
+        AfterValidator(_currency),
+        Field(description="The ISO 4217 code of the order's currency, such as EUR."),
+    ]
+    reason: Annotated[
+        str,
+        StringConstraints(max_length=500),
+        AfterValidator(_nfc),
+        Field(description="Why the refund is due, for the reviewer."),
+    ] = ""
 
 
 class OrderBook:
