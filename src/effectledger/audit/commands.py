@@ -18,11 +18,9 @@ from pathlib import Path
 from typing import TextIO
 
 from effectledger.audit.bundle import read_events
-from effectledger.audit.chain import verify_chain
-from effectledger.audit.explain import explain, render
+from effectledger.audit.explain import explain, explain_stored, render
 from effectledger.audit.export import DEFAULT_EXPORT_BATCH, export_log, prove_events
 from effectledger.audit.keys import KEY_ENV, load_signer, new_key_pair, parse_verifiers
-from effectledger.audit.record import event_from_row
 from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
 from effectledger.audit.verify import VerificationReport, verify_bundle
 from effectledger.errors import ExportFailed, InvalidInput, LogKeyInvalid, NotFound
@@ -142,6 +140,9 @@ def add_evidence_commands(
     db_argument(prove)
     prove.add_argument("--tenant", required=True, help="tenant id")
     prove.add_argument("--out", type=Path, required=True, help="the receipt file")
+    prove.add_argument(
+        "--force", action="store_true", help="overwrite the receipt file if it exists"
+    )
     prove.add_argument("event_ids", nargs="+", metavar="EVENT_ID", help="events to prove")
 
     verify = commands.add_parser(
@@ -304,18 +305,12 @@ def _explain(args: argparse.Namespace) -> int:
         raise InvalidInput("explain needs --tenant with --db (or --bundle)")
     store = open_store(args.db)
     try:
-        key = {"tenant_id": validate_identifier(args.tenant, "tenant_id")}
-        rows = store.read(
-            lambda tx: tx.all("events_for_operation", {**key, "operation_id": args.operation_id})
-        )
+        sentences = explain_stored(store, args.tenant, args.operation_id)  # verifies first
     finally:
         store.close()
-    events = [event_from_row(row) for row in rows]
-    if not events:
-        raise NotFound(f"no events of operation {args.operation_id}")
-    print(render(explain(events)), end="")
-    verify_chain(events)
-    print(f"hash chain verified over {len(events)} event(s)")
+    print(render(sentences), end="")
+    cited = len({sentence.event_id for sentence in sentences})
+    print(f"hash chain verified over {cited} event(s)")
     return 0
 
 
@@ -377,7 +372,9 @@ def run_evidence_command(args: argparse.Namespace) -> int:
             )
             return 0
         if command == "prove":
-            proved = prove_events(store, args.tenant, args.event_ids, args.out)
+            proved = prove_events(
+                store, args.tenant, args.event_ids, args.out, overwrite=args.force
+            )
             print(
                 f"proved {proved.events} event(s) in {proved.tenant_id}'s log of size "
                 f"{proved.size} (checkpoint #{proved.checkpoint_seq}) to {proved.path}"

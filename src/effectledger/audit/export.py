@@ -377,7 +377,12 @@ def _all(name: str, params: dict[str, object], tx: Transaction) -> list[Row]:
 
 
 def prove_events(
-    store: Store, tenant_id: str, event_ids: Sequence[str], path: str | os.PathLike[str]
+    store: Store,
+    tenant_id: str,
+    event_ids: Sequence[str],
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
 ) -> ProofReport:
     """Write a receipt bundle proving each event's inclusion in the latest checkpoint's tree.
 
@@ -386,7 +391,16 @@ def prove_events(
     who trusts any earlier key follows the hand-overs to the latest one.
     :func:`effectledger.audit.verify.verify_bundle` checks it offline. Raises ``NotFound`` for
     an event of no log position and ``InvalidTransition`` for one no checkpoint covers yet.
+    An existing file is kept unless ``overwrite``: :class:`ExportFailed` with reason
+    ``file_exists``, before anything is read.
     """
+    target = Path(path)
+    if not overwrite and target.exists():
+        raise ExportFailed(
+            f"{target} exists; refusing to overwrite it (use --force)",
+            reason="file_exists",
+            path=str(target),
+        )
     validate_identifier(tenant_id, "tenant_id")
     if not event_ids:
         raise InvalidInput("name at least one event to prove")
@@ -420,9 +434,16 @@ def prove_events(
         lines.append(_entry_line(row))
         proof = tree.inclusion_proof(int(row["position"]), size)
         lines.append(inclusion_line(row["event_id"], int(row["position"]), size, proof))
-    target = Path(path)
     try:
-        target.write_bytes(b"".join(lines))
+        # Exclusive creation: a file that appeared since the check above is not overwritten.
+        with open(target, "wb" if overwrite else "xb") as handle:
+            handle.write(b"".join(lines))
+    except FileExistsError as exc:
+        raise ExportFailed(
+            f"{target} exists; refusing to overwrite it (use --force)",
+            reason="file_exists",
+            path=str(target),
+        ) from exc
     except OSError as exc:
         raise ExportFailed(f"cannot write {target}: {exc.strerror}") from exc
     return ProofReport(
