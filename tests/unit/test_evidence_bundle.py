@@ -127,3 +127,47 @@ def test_malformed_lines_are_value_errors(line: bytes) -> None:
     """A line that is not a well-formed bundle line raises ValueError, never anything else."""
     with pytest.raises(ValueError):
         parse_line(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"format":"effectledger-evidence/1","kind":"log","origin":"effectledger/acme",'
+        b'"tenant_id":"globex","tenant_id":"acme","type":"bundle"}',
+        b'{"note":"x","note":"y","seq":1,"type":"checkpoint"}',
+        b'{"note":"x","seq":1,"type":"checkpoint"}\r',
+        b'\xef\xbb\xbf{"note":"x","seq":1,"type":"checkpoint"}',
+        b'{"note":"x", "seq":1,"type":"checkpoint"}',
+        b'{"seq":1,"note":"x","type":"checkpoint"}',
+        b'{"note":"\\u0078","seq":1,"type":"checkpoint"}',
+    ],
+)
+def test_a_line_that_is_not_its_own_canonical_encoding_is_refused(line: bytes) -> None:
+    """Duplicate keys, CR, a BOM, spacing, key order and needless escapes are all ValueErrors."""
+    with pytest.raises(ValueError):
+        parse_line(line)
+
+
+def test_an_event_line_with_a_duplicate_key_is_refused_whatever_its_hashes() -> None:
+    """A forged value before the genuine one inside the entry is refused, not re-encoded."""
+    data = entry_bytes(_body())
+    line = event_line(data, hash_of_entry(data), leaf_of_entry(data), 0).rstrip(b"\n")
+    forged = line.replace(b'"actor":"alice"', b'"actor":"mallory","actor":"alice"', 1)
+    assert json.loads(forged)["entry"]["actor"] == "alice"
+    assert scan_event_line(forged) is None
+    with pytest.raises(ValueError, match="duplicate key"):
+        parse_line(forged)
+
+
+def test_an_empty_bundle_never_verifies() -> None:
+    """No bytes: ``bundle_malformed``; with a kept checkpoint: ``checkpoint_inconsistent``."""
+    from effectledger.audit.note import Checkpoint, sign_checkpoint
+    from effectledger.audit.verify import verify_bundle
+    from tests.evidence_support import SIGNER
+
+    kept = sign_checkpoint(Checkpoint("effectledger/acme", 3, bytes(32)), [SIGNER])
+    alone = verify_bundle(b"", [SIGNER.verifier()])
+    assert [f.code for f in alone.findings] == ["bundle_malformed"]
+    assert not alone.ok
+    withheld = verify_bundle(b"", [SIGNER.verifier()], trusted_checkpoints=[kept])
+    assert [f.code for f in withheld.findings] == ["checkpoint_inconsistent"]

@@ -18,7 +18,8 @@ under the event's version. From ``B`` everything else follows, with SHA-256 and 
 
 The body, the row splice, the details cut and the bundle's fast scanner
 (:mod:`effectledger.audit.bundle`) are all generated from :data:`EVENT_FIELDS`; adding a field
-is one line here (and a column).
+is one line here (with its ``audit_events`` column and its
+:class:`~effectledger.model.AuditEvent` attribute).
 """
 
 from __future__ import annotations
