@@ -109,6 +109,7 @@ def _tail_spec(names: tuple[str, ...]) -> tuple[tuple[bytes, bytes | None, bool]
 
 _SCANNED: Final = ("operation_id", "prev_hash", "sequence", "tenant_id")
 _SCAN_SPEC: Final = _tail_spec(_SCANNED)
+_SEQUENCE_AT: Final = _SCANNED.index("sequence")
 _EVENT_ID_SPEC: Final = _tail_spec(("event_id",))
 if len(_SCAN_SPEC) != len(_SCANNED) or not _EVENT_ID_SPEC or _EVENT_ID_SPEC[0][0] != AFTER_KEY:
     raise AssertionError("the scanner needs these fields after the details, event_id first")
@@ -254,7 +255,7 @@ def _slice(line: bytes) -> tuple[bytes, bytes, bytes, bytes, list[bytes]] | None
         if at < 0 or (quoted and (line[start] != 34 or line[at - 1] != 34 or at - start < 2)):
             return None
         values.append(line[start + 1 : at - 1] if quoted else line[start:at])
-    if not values[2].isdigit():
+    if not values[_SEQUENCE_AT].isdigit():
         return None
     return (
         line[_ENTRY_AT:cut],
