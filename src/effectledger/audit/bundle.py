@@ -96,23 +96,34 @@ _TYPE_END: Final = _KEYS["type"] + b'"event"}'
 _MARK_V2: Final = b"v2:"
 
 
-def _tail_spec(names: tuple[str, ...]) -> tuple[tuple[bytes, bytes | None, bool], ...]:
-    """For each wanted tail field, in body order: its key, the key after it, and if quoted."""
-    spec = []
-    for index, field in enumerate(TAIL_FIELDS):
-        if field.name in names:
-            after = TAIL_FIELDS[index + 1] if index + 1 < len(TAIL_FIELDS) else None
-            following = None if after is None else b',"' + after.name.encode() + b'":'
-            spec.append((b',"' + field.name.encode() + b'":', following, field.kind != "count"))
-    return tuple(spec)
+def _key(name: str, *, quoted_before: bool, quoted_after: bool) -> bytes:
+    """``,"name":`` with the closing quote of the value before and the opening quote of its own."""
+    return (
+        (b'"' if quoted_before else b"")
+        + b',"'
+        + name.encode()
+        + b'":'
+        + (b'"' if quoted_after else b"")
+    )
 
 
-_SCANNED: Final = ("operation_id", "prev_hash", "sequence", "tenant_id")
-_SCAN_SPEC: Final = _tail_spec(_SCANNED)
-_SEQUENCE_AT: Final = _SCANNED.index("sequence")
-_EVENT_ID_SPEC: Final = _tail_spec(("event_id",))
-if len(_SCAN_SPEC) != len(_SCANNED) or not _EVENT_ID_SPEC or _EVENT_ID_SPEC[0][0] != AFTER_KEY:
-    raise AssertionError("the scanner needs these fields after the details, event_id first")
+# The scanner reads these tail fields, found by their keys (built from the field list). The
+# layout it relies on is checked here, so a field added among them fails at import rather than
+# mis-scanning; a field added anywhere else needs nothing.
+_SCANNED: Final = ("operation_id", "prev_hash", "recorded_us", "sequence", "tenant_id")
+if tuple(field.name for field in TAIL_FIELDS[-len(_SCANNED) :]) != _SCANNED or [
+    field.kind for field in TAIL_FIELDS[-len(_SCANNED) :]
+] != ["text", "hash", "micros", "count", "text"]:
+    raise AssertionError(f"the event scanner expects the body to end with {_SCANNED}")
+_OPERATION_KEY: Final = _key("operation_id", quoted_before=False, quoted_after=True)
+_PREV_KEY: Final = _key("prev_hash", quoted_before=True, quoted_after=True)
+_RECORDED_KEY: Final = _key("recorded_us", quoted_before=True, quoted_after=False)
+_SEQUENCE_KEY: Final = _key("sequence", quoted_before=False, quoted_after=False)
+_TENANT_KEY: Final = _key("tenant_id", quoted_before=False, quoted_after=True)
+_EVENT_ID_KEY: Final = AFTER_KEY + b'"'
+_EVENT_ID_END: Final = _key(TAIL_FIELDS[1].name, quoted_before=True, quoted_after=False)
+if TAIL_FIELDS[0].name != "event_id" or TAIL_FIELDS[0].kind != "text":
+    raise AssertionError("the event scanner expects event_id right after the details")
 _BODY_KEYS: Final = frozenset(field.name for field in EVENT_FIELDS)
 _EVENT_KEYS: Final = frozenset(name for name, _ in EVENT_LINE_FIELDS)
 _OTHER_TYPES: Final = ("bundle", "checkpoint", "consistency", "inclusion")
@@ -217,13 +228,17 @@ def _text(raw: bytes) -> str:
     return value
 
 
-def _slice(line: bytes) -> tuple[bytes, bytes, bytes, bytes, list[bytes]] | None:
-    """``(entry, stated event hash, stated leaf hash, position digits, scanned values)``.
+Cut = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
 
-    Finds each field by its key: in canonical JSON ``,"`` with an unescaped quote occurs only
-    as structure, and the fields after the details are scalars, so the last ``,"event_id":``
-    (:data:`AFTER_KEY`) starts the body's tail and each key after it is the body's own. Returns
-    ``None`` for a line not in this shape; string values are returned as their canonical text.
+
+def _cut(line: bytes) -> Cut | None:
+    """``(entry, event hash, leaf hash, position, operation, prev hash, sequence, tenant)``.
+
+    The stated values as bytes, strings as their canonical text, cut by key: in canonical JSON
+    ``,"`` with an unescaped quote occurs only as structure, and the fields after the details
+    are scalars, so the last key of each is the body's own. ``None`` if the line is not in this
+    shape. Whatever it cuts from a body that is not canonical never reaches a verdict: such a
+    body was never sealed, so its leaf fails the signed root and the full parse judges it.
     """
     if not line.startswith(_EVENT_START) or not line.endswith(_TYPE_END):
         return None
@@ -238,46 +253,39 @@ def _slice(line: bytes) -> tuple[bytes, bytes, bytes, bytes, list[bytes]] | None
         or line[leaf_at + 64 : leaf_at + 64 + len(_POSITION_KEY)] != _POSITION_KEY
         or not digits.isdigit()
         or (digits[0] == 48 and len(digits) > 1)
-        or line[cut - 1] != 125  # the entry's closing brace
+        or line[cut - 2 : cut] != b'"}'
     ):
         return None
-    at = line.rfind(AFTER_KEY, _ENTRY_AT, cut)
-    if at < 0:
-        return None
-    values: list[bytes] = []
-    end = cut - 1
-    for key, following, quoted in _SCAN_SPEC:
-        start = line.find(key, at, end)
-        if start < 0:
-            return None
-        start += len(key)
-        at = end if following is None else line.find(following, start, end)
-        if at < 0 or (quoted and (line[start] != 34 or line[at - 1] != 34 or at - start < 2)):
-            return None
-        values.append(line[start + 1 : at - 1] if quoted else line[start:at])
-    if not values[_SEQUENCE_AT].isdigit():
+    at = line.rfind(_OPERATION_KEY, _ENTRY_AT, cut)
+    prev = line.find(_PREV_KEY, at, cut) if at > 0 else -1
+    recorded = line.find(_RECORDED_KEY, prev, cut) if prev > 0 else -1
+    seq = line.find(_SEQUENCE_KEY, recorded, cut) if recorded > 0 else -1
+    tenant = line.find(_TENANT_KEY, seq, cut) if seq > 0 else -1
+    sequence = line[seq + len(_SEQUENCE_KEY) : tenant]
+    if tenant < 0 or not sequence.isdigit():
         return None
     return (
         line[_ENTRY_AT:cut],
         line[hashed : hashed + width],
         line[leaf_at : leaf_at + 64],
         digits,
-        values,
+        line[at + len(_OPERATION_KEY) : prev],
+        line[prev + len(_PREV_KEY) : recorded],
+        sequence,
+        line[tenant + len(_TENANT_KEY) : cut - 2],
     )
 
 
 def _fast(line: bytes) -> EventLine | None:
-    """Parse an event line in canonical shape by slicing; ``None`` if it is not."""
-    sliced = _slice(line)
-    if sliced is None:
+    """Parse an event line in canonical shape by cutting; ``None`` if it is not."""
+    found = _cut(line)
+    if found is None:
         return None
-    entry, stated, leaf, digits, (operation, prev_hash, sequence, tenant) = sliced
-    key, following, _ = _EVENT_ID_SPEC[0]
-    start = line.rfind(key, _ENTRY_AT, len(line) - len(_TYPE_END)) + len(key)
-    end = line.find(following or b"", start)
-    if start < len(key) or end < 0 or line[start] != 34 or line[end - 1] != 34:
+    entry, stated, leaf, digits, operation, prev_hash, sequence, tenant = found
+    start = line.rfind(_EVENT_ID_KEY, _ENTRY_AT) + len(_EVENT_ID_KEY)
+    end = line.find(_EVENT_ID_END, start)
+    if start < len(_EVENT_ID_KEY) or end < 0:
         return None
-    event_id = line[start + 1 : end - 1]
     text = stated.decode("ascii")
     return EventLine(
         entry=entry,
@@ -286,7 +294,7 @@ def _fast(line: bytes) -> EventLine | None:
         stated_leaf_hash=leaf.decode("ascii"),
         event_hash=hash_of_entry(entry, event_version(text)),
         leaf_hash=leaf_of_entry(entry),
-        event_id=_text(event_id),
+        event_id=_text(line[start:end]),
         tenant_id=_text(tenant),
         operation_id=_text(operation),
         sequence=int(sequence),
@@ -360,18 +368,18 @@ def scan_event_line(line: bytes) -> ScannedEvent | None:
     :func:`text_bytes`), or ``None`` whenever the line is not in the canonical shape or a
     stated hash differs (the caller then uses :func:`parse_event_line`).
     """
-    sliced = _slice(line)
-    if sliced is None:
+    found = _cut(line)
+    if found is None:
         return None
-    entry, stated, stated_leaf, digits, (operation, prev_hash, sequence, tenant) = sliced
-    if len(stated) == 67:
-        event_hash = _MARK_V2 + _sha256(_DOMAIN_V2 + entry).hexdigest().encode()
+    entry, stated, stated_leaf, digits, operation, prev_hash, sequence, tenant = found
+    if len(stated) == 67:  # "v2:" and the digest (_cut checked the mark)
+        matches = _sha256(_DOMAIN_V2 + entry).hexdigest().encode() == stated[3:]
     else:
-        event_hash = _sha256(_DOMAIN_V1 + entry).hexdigest().encode()
+        matches = _sha256(_DOMAIN_V1 + entry).hexdigest().encode() == stated
     leaf = _sha256(b"\x00" + entry).digest()
-    if event_hash != stated or leaf.hex().encode() != stated_leaf:
+    if not matches or leaf.hex().encode() != stated_leaf:
         return None
-    return (leaf, event_hash, int(digits), operation, prev_hash, int(sequence), tenant)
+    return (leaf, stated, int(digits), operation, prev_hash, int(sequence), tenant)
 
 
 def parse_event_line(line: bytes) -> EventLine:
