@@ -18,7 +18,8 @@ from effectledger import Context, DestinationRef, InvalidInput, Ledger, ManualCl
 from effectledger.actions import Action, ActionRegistry
 from effectledger.audit.chain import GENESIS_HASH, event_body, verify_chain
 from effectledger.audit.explain import explain_stored
-from effectledger.audit.export import export_log, prove_events
+from effectledger.audit.export import export_log
+from effectledger.audit.receipt import prove_events
 from effectledger.audit.record import entry_bytes, hash_of_entry
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
