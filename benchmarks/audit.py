@@ -36,10 +36,11 @@ from effectledger.audit.export import export_log
 from effectledger.audit.frontier import Frontier
 from effectledger.audit.merkle import MerkleTree, verify_consistency, verify_inclusion
 from effectledger.audit.note import Checkpoint, Signer, sign_checkpoint
-from effectledger.audit.record import EVENT_DOMAIN, entry_bytes
+from effectledger.audit.record import EVENT_DOMAINS, entry_bytes, hash_of_entry
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 
+EVENT_DOMAIN = EVENT_DOMAINS[2]
 SIGNER = Signer("bench.example/log", bytes(range(32)))
 TYPES = (
     "OperationAdmitted",
@@ -51,7 +52,6 @@ TYPES = (
 
 def synthesize(count: int) -> list[bytes]:
     """``count`` canonical event entries: operations of four chained events each."""
-    sha = hashlib.sha256
     entries: list[bytes] = []
     heads: dict[int, str] = {}
     for index in range(count):
@@ -73,7 +73,7 @@ def synthesize(count: int) -> list[bytes]:
             "tenant_id": "acme",
         }
         entry = entry_bytes(body)
-        heads[op] = sha(EVENT_DOMAIN + entry).hexdigest()
+        heads[op] = hash_of_entry(entry)
         if step == 3:
             del heads[op]
         entries.append(entry)
@@ -93,10 +93,10 @@ def verify_core(entries: list[bytes]) -> tuple[float, bytes]:
         tail = entry.rfind(b',"operation_id":"')
         op_end = entry.index(b'"', tail + 17)
         operation = entry[tail + 17 : op_end]
-        prev = entry[op_end + 15 : op_end + 79].decode()
+        prev = entry[op_end + 15 : entry.index(b'"', op_end + 15)].decode()
         if prev != heads.get(operation, GENESIS_HASH):
             raise AssertionError("broken chain")
-        heads[operation] = sha(domain + entry).hexdigest()
+        heads[operation] = "v2:" + sha(domain + entry).hexdigest()
         append(sha(zero + entry).digest())
     root = frontier.root()
     return time.perf_counter() - started, root
@@ -121,7 +121,7 @@ def write_bundle(path: Path, entries: list[bytes], every: int) -> MerkleTree:
         for position, entry in enumerate(entries):
             leaf = sha(b"\x00" + entry).digest()
             tree.append(leaf)
-            out.write(event_line(entry, sha(EVENT_DOMAIN + entry).hexdigest(), leaf, position))
+            out.write(event_line(entry, hash_of_entry(entry), leaf, position))
             if tree.size % every == 0 or tree.size == len(entries):
                 seq += 1
                 if previous:

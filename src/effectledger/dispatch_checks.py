@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from effectledger.audit.chain import verify_chain
 from effectledger.audit.record import event_from_row
-from effectledger.canonical import canonical_bytes
+from effectledger.canonical import COMMAND_VERSION, canonical_bytes
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
 from effectledger.model import AuditEvent, Command, OperationState
 from effectledger.proposals import Proposal, proposal_from_row
@@ -106,7 +106,8 @@ def _check_command(row: Row, proposal: Proposal) -> None:
             "action": proposal.action,
             "contract_version": proposal.contract_version,
             "arguments": proposal.arguments,
-        }
+        },
+        version=COMMAND_VERSION,
     )
     same = (
         proposed == row["command_json"].encode()

@@ -33,9 +33,9 @@ them.
     │   └── AuditVerificationFailed       audit_verification_failed (500)
     │         reason: bundle_malformed, checkpoint_missing, checkpoint_malformed,
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
-    │                 checkpoint_inconsistent, inclusion_proof_invalid, event_edited,
-    │                 event_deleted, event_reordered, event_inserted, operation_deleted,
-    │                 log_root_mismatch
+    │                 checkpoint_inconsistent, checkpoint_deleted, checkpoint_reordered,
+    │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
+    │                 event_inserted, operation_deleted, log_root_mismatch
     ├── DestinationMismatch               destination_mismatch (409)
     ├── EvidenceRequired                  evidence_required (422)
     ├── ExportFailed                      export_failed (500)
@@ -289,6 +289,8 @@ class AuditVerificationFailed(IntegrityError):
         "event_inserted",
         "operation_deleted",
         "log_root_mismatch",
+        "checkpoint_deleted",
+        "checkpoint_reordered",
     )
 
     def __init__(self, message: str, *, reason: str, **details: Any) -> None:

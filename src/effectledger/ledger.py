@@ -19,7 +19,7 @@ from typing import Any
 from effectledger._failpoints import crash_point
 from effectledger.audit.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.audit.record import event_from_row
-from effectledger.canonical import canonical_bytes, digest_bytes
+from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
 from effectledger.dispatch_checks import authorized_command, check_dispatchable
 from effectledger.errors import (
@@ -482,13 +482,13 @@ class Ledger:
             "contract_version": command.contract_version,
             "arguments": command.arguments,
         }
-        command_bytes = canonical_bytes(stored_command)
+        command_bytes = canonical_bytes(stored_command, version=COMMAND_VERSION)
         return {
             "tenant_id": context.tenant_id,
             "operation_id": operation_id,
             "requester_id": context.actor_id,
             "revision": revision,
-            "fingerprint": digest_bytes("command", command_bytes),
+            "fingerprint": digest_bytes("command", command_bytes, version=COMMAND_VERSION),
             "destination_account": destination.account_id,
             "destination_endpoint": destination.endpoint,
             "action": command.action,
@@ -907,7 +907,8 @@ class Ledger:
         if row["state"] != OperationState.READY.value:
             return None
         # The stored bytes themselves must still hash to the admitted fingerprint.
-        if digest_bytes("command", row["command_json"].encode()) != row["fingerprint"]:
+        command = row["command_json"].encode()
+        if digest_bytes("command", command, version=COMMAND_VERSION) != row["fingerprint"]:
             raise TamperedCommand(
                 f"the stored command of {operation_id} does not match its fingerprint",
                 operation_id=operation_id,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from effectledger.canonical import digest
+from effectledger.canonical import digest_matches
 from effectledger.errors import InvalidInput, TamperedProposal
 from effectledger.model import DestinationRef, from_micros, to_micros
 from effectledger.store import Row
@@ -208,7 +208,8 @@ def proposal_from_row(row: Row) -> Proposal:
         digest=row["digest"],
         created_at=from_micros(int(row["created_us"])),
     )
-    if digest("proposal", proposal.digest_body()) != proposal.digest:
+    # The stored digest says its encoding version (v2, or v1 for proposals made before it).
+    if not digest_matches("proposal", proposal.digest_body(), proposal.digest):
         raise TamperedProposal(
             f"proposal {proposal.proposal_id} does not match its digest: it was edited",
             proposal_id=proposal.proposal_id,

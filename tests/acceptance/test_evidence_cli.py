@@ -231,3 +231,65 @@ def test_explain_from_the_database_cites_every_sentence(history: str, tmp_path: 
     )
     assert unknown.returncode == 1
     assert "error [not_found]" in unknown.stderr
+
+
+def test_an_empty_bundle_and_an_existing_receipt_are_refused(history: str, tmp_path: Path) -> None:
+    """``verify`` of an empty file exits 1 (inconsistent with a kept checkpoint, else malformed);
+    ``prove`` keeps an existing file unless ``--force``; ``explain --db`` prints nothing of a cut
+    chain."""
+    key_file, verifier = _keygen(tmp_path, "log.example")
+    sealed = run_cli("audit", "seal", "--db", history, "--key-file", str(key_file), cwd=tmp_path)
+    assert sealed.returncode == 0, sealed.stderr
+    kept = tmp_path / "kept.txt"
+    run_cli(
+        "audit", "checkpoint", "--db", history, "--tenant", "acme", "--out", str(kept), cwd=tmp_path
+    )
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with_kept = run_cli(
+        "audit",
+        "verify",
+        "--bundle",
+        str(empty),
+        "--key",
+        verifier,
+        "--checkpoint",
+        str(kept),
+        cwd=tmp_path,
+    )
+    assert with_kept.returncode == 1
+    assert "error [audit_verification_failed]: checkpoint_inconsistent:" in with_kept.stderr
+    alone = run_cli("audit", "verify", "--bundle", str(empty), "--key", verifier, cwd=tmp_path)
+    assert alone.returncode == 1
+    assert "error [audit_verification_failed]: bundle_malformed:" in alone.stderr
+
+    receipt = tmp_path / "receipt.jsonl"
+    receipt.write_bytes(b"keep me\n")
+    store = open_store(history)
+    event_id = store.one("log_entries_from", {"tenant_id": "acme", "position": 0, "limit": 1})[
+        "event_id"
+    ]
+    store.close()
+    prove = ["audit", "prove", "--db", history, "--tenant", "acme", "--out", str(receipt)]
+    refused = run_cli(*prove, event_id, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "error [export_failed]:" in refused.stderr
+    assert receipt.read_bytes() == b"keep me\n"
+    forced = run_cli(*prove, "--force", event_id, cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    checked = run_cli("audit", "verify", "--bundle", str(receipt), "--key", verifier, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+    path = history.removeprefix("sqlite:///")
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP TRIGGER audit_events_no_delete")
+        connection.execute(
+            "DELETE FROM audit_events WHERE operation_id = 'op-ok' AND sequence = "
+            "(SELECT max(sequence) FROM audit_events WHERE operation_id = 'op-ok')"
+        )
+    cut = run_cli("audit", "explain", "--db", history, "--tenant", "acme", "op-ok", cwd=tmp_path)
+    assert cut.returncode == 1
+    assert cut.stdout == ""
+    assert "error [audit_chain_broken]:" in cut.stderr

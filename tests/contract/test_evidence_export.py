@@ -92,19 +92,21 @@ def test_an_outside_verifier_recomputes_hashes_from_the_documented_rules(
     clock: ManualClock,
     tmp_path: Path,
 ) -> None:
-    """With only hashlib and json, each line's event hash, leaf hash and chain link recompute."""
+    """With hashlib, json and an off-the-shelf RFC 8785 library, hashes and links recompute."""
+    import rfc8785
+
     _sealed_history(ledger, context, receiver, store, clock)
     bundle = tmp_path / "acme.jsonl"
     export_log(store, "acme", bundle, clock=clock)
     heads: dict[str, str] = {}
     for line in read_lines(bundle):
         value = json.loads(line)
+        assert rfc8785.dumps(value) + b"\n" == line  # every line is its own JCS encoding
         if value["type"] != "event":
             continue
-        entry = json.dumps(
-            value["entry"], sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        ).encode()
-        assert hashlib.sha256(b"effectledger/event/v1\n" + entry).hexdigest() == value["event_hash"]
+        entry = rfc8785.dumps(value["entry"])
+        digest = hashlib.sha256(b"effectledger/event/v2\n" + entry).hexdigest()
+        assert "v2:" + digest == value["event_hash"]
         assert hashlib.sha256(b"\x00" + entry).hexdigest() == value["leaf_hash"]
         operation = value["entry"]["operation_id"]
         assert value["entry"]["prev_hash"] == heads.get(operation, "0" * 64)

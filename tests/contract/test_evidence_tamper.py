@@ -279,16 +279,106 @@ def test_a_garbled_line_is_named(bundle: Path) -> None:
     assert _primary(bundle) == "bundle_malformed"
 
 
-def test_a_reformatted_but_unchanged_event_still_verifies(bundle: Path) -> None:
-    """Whitespace and key order are not content: a pretty-printed event line still verifies."""
+def test_a_reformatted_but_unchanged_event_is_refused(bundle: Path) -> None:
+    """Only the canonical bytes are a line: a re-spaced, re-ordered event line is malformed."""
     lines = read_lines(bundle)
     index = _event_lines(lines)[3]
     value = parsed(lines[index])
     lines[index] = json.dumps(dict(reversed(list(value.items()))), indent=None).encode() + b"\n"
     assert lines[index] != canonical_line(value)
     write_lines(bundle, lines)
+    assert _primary(bundle) == "bundle_malformed"
+
+
+def _duplicate(line: bytes, key: bytes, forged: bytes) -> bytes:
+    """``line`` with a forged ``"key":value`` pair inserted before the genuine one."""
+    at = line.index(b'"' + key + b'":')
+    return line[:at] + b'"' + key + b'":' + forged + b"," + line[at:]
+
+
+@pytest.mark.parametrize(
+    ("what", "key", "forged"),
+    [
+        ("event", b"actor", b'"mallory"'),
+        ("event", b"event_type", b'"ProviderAcceptanceConfirmed"'),
+        ("event", b"leaf_hash", b'"' + b"0" * 64 + b'"'),
+        ("checkpoint", b"note", b'"forged note"'),
+        ("bundle", b"tenant_id", b'"globex"'),
+    ],
+)
+def test_a_duplicate_key_with_the_genuine_value_last_is_refused(
+    bundle: Path, what: str, key: bytes, forged: bytes
+) -> None:
+    """A forged value before the genuine one (read by first-value readers) is malformed."""
+    lines = read_lines(bundle)
+    index = next(i for i, line in enumerate(lines) if parsed(line)["type"] == what)
+    if what == "event" and key != b"leaf_hash":
+        index = _event_lines(lines)[4]
+    lines[index] = _duplicate(lines[index], key, forged)
+    assert parsed(lines[index]) == parsed(read_lines(bundle)[index])  # last value wins: genuine
+    write_lines(bundle, lines)
     report = verify_bundle(bundle, [VERIFIER_KEY])
-    assert report.ok, report.findings
+    assert _primary(bundle) == "bundle_malformed", report.findings
+    assert f"line {index + 1}" in report.findings[0].message
+
+
+@pytest.mark.parametrize("spelling", ["crlf", "bom", "space", "escaped"])
+def test_a_line_in_another_spelling_is_refused(bundle: Path, spelling: str) -> None:
+    """CRLF endings, a byte order mark, extra spacing or needless escapes are malformed."""
+    lines = read_lines(bundle)
+    if spelling == "crlf":
+        lines = [line[:-1] + b"\r\n" for line in lines]
+    elif spelling == "bom":
+        lines[0] = b"\xef\xbb\xbf" + lines[0]
+    elif spelling == "space":
+        index = next(i for i, line in enumerate(lines) if parsed(line)["type"] == "checkpoint")
+        lines[index] = lines[index].replace(b'"seq":', b'"seq": ')
+    else:
+        index = _event_lines(lines)[2]
+        lines[index] = lines[index].replace(b'"acme"', b'"\\u0061cme"')
+    write_lines(bundle, lines)
+    assert _primary(bundle) == "bundle_malformed"
+
+
+def test_an_empty_bundle_is_malformed_or_inconsistent_with_a_kept_checkpoint(
+    bundle: Path, store: Store, tmp_path: Path
+) -> None:
+    """No bytes at all: malformed; with a checkpoint the reviewer kept: inconsistent."""
+    kept = store.one("log_checkpoint_latest", {"tenant_id": "acme"})
+    assert kept is not None
+    assert _codes(verify_bundle(b"", [VERIFIER_KEY])) == ["bundle_malformed"]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert _primary(empty) == "bundle_malformed"
+    assert _primary(empty, trusted_checkpoints=[kept["note"]]) == "checkpoint_inconsistent"
+    header_only = tmp_path / "header.jsonl"
+    header_only.write_bytes(read_lines(bundle)[0])
+    assert _primary(header_only, trusted_checkpoints=[kept["note"]]) == "checkpoint_inconsistent"
+
+
+def test_a_missing_middle_checkpoint_is_named(bundle: Path) -> None:
+    """Dropping checkpoint #2 (and its proof) skips a number: ``checkpoint_deleted``."""
+    lines = read_lines(bundle)
+    seconds = [
+        i
+        for i, line in enumerate(lines)
+        if parsed(line).get("seq") == 2 or parsed(line).get("new_size") == 10
+    ]
+    assert len(seconds) == 2
+    write_lines(bundle, [line for i, line in enumerate(lines) if i not in seconds])
+    assert _primary(bundle) == "checkpoint_deleted"
+
+
+def test_a_checkpoint_moved_before_its_events_is_named(bundle: Path) -> None:
+    """Checkpoint #2 (10 leaves) placed right after #1 (5 leaves) is ``checkpoint_reordered``."""
+    lines = read_lines(bundle)
+    moved = [
+        line for line in lines if parsed(line).get("seq") == 2 or parsed(line).get("new_size") == 10
+    ]
+    rest = [line for line in lines if line not in moved]
+    after_first = next(i for i, line in enumerate(rest) if parsed(line).get("seq") == 1) + 1
+    write_lines(bundle, rest[:after_first] + moved + rest[after_first:])
+    assert _primary(bundle) == "checkpoint_reordered"
 
 
 def test_a_bundle_without_checkpoints_does_not_verify(bundle: Path) -> None:
@@ -299,13 +389,11 @@ def test_a_bundle_without_checkpoints_does_not_verify(bundle: Path) -> None:
     assert "checkpoint_missing" in _codes(verify_bundle(bundle, [VERIFIER_KEY]))
 
 
-def test_dropped_proof_lines_are_made_up_for_by_the_events(bundle: Path) -> None:
-    """Without its consistency lines a complete log still verifies: its events show consistency."""
+def test_dropped_proof_lines_are_named(bundle: Path) -> None:
+    """A log bundle without its consistency lines is ``checkpoint_inconsistent``, as documented."""
     lines = [line for line in read_lines(bundle) if parsed(line)["type"] != "consistency"]
     write_lines(bundle, lines)
-    report = verify_bundle(bundle, [VERIFIER_KEY])
-    assert report.ok, report.findings
-    assert report.checkpoints == 3
+    assert _primary(bundle) == "checkpoint_inconsistent"
 
 
 def test_a_forged_key_rotation_hands_over_nothing(bundle: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import Executor, OperationState, SimulatedReceiver, TamperedOperation
-from effectledger.canonical import canonical_bytes, digest_bytes
+from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
 from effectledger.model import to_micros
 from effectledger.service import EffectService
 from tests.conftest import RAW_REFUSED, count_rows, drop_trigger, raw_sql
@@ -64,11 +64,12 @@ def test_a_rewritten_command_and_fingerprint_are_not_sent(
     )
     command = json.loads(str(row[0]))
     command["arguments"]["amount_minor"] = 5000
-    forged = canonical_bytes(command)
+    forged = canonical_bytes(command, version=COMMAND_VERSION)
+    fingerprint = digest_bytes("command", forged, version=COMMAND_VERSION)
     raw_sql(
         store_url,
         f"UPDATE operations SET command_json = '{forged.decode()}', "
-        f"fingerprint = '{digest_bytes('command', forged)}' WHERE operation_id = '{operation_id}'",
+        f"fingerprint = '{fingerprint}' WHERE operation_id = '{operation_id}'",
     )
     assert_refused(service, operation_id, "command_not_admitted")
     assert receiver(service).counts().submissions == 0

@@ -24,7 +24,7 @@ texts = st.one_of(
 )
 keys = st.one_of(texts, st.sampled_from(["details", "event_id", "actor", "attempt_id"]))
 values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), texts),
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53 - 1), 2**53 - 1), texts),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(keys, inner, max_size=3)),
     max_leaves=12,
 )

@@ -9,12 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.bundle import event_line, parse_event_line, parse_line, scan_event_line
+from effectledger.audit.bundle import (
+    event_line,
+    parse_event_line,
+    parse_line,
+    scan_event_line,
+    text_bytes,
+)
 from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
 from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=20)
-DETAILS = st.dictionaries(TEXT, st.one_of(st.integers(-(2**60), 2**60), TEXT, st.none()))
+DETAILS = st.dictionaries(TEXT, st.one_of(st.integers(-(2**53 - 1), 2**53 - 1), TEXT, st.none()))
 
 
 def _body(**overrides: object) -> dict[str, object]:
@@ -42,7 +48,10 @@ def test_hashes_follow_the_documented_formulas() -> None:
     data = entry_bytes(body)
     assert data == json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     assert hash_of_entry(data) == event_hash(body)
-    assert hash_of_entry(data) == hashlib.sha256(b"effectledger/event/v1\n" + data).hexdigest()
+    v2 = hashlib.sha256(b"effectledger/event/v2\n" + data).hexdigest()
+    assert hash_of_entry(data) == "v2:" + v2
+    v1 = hashlib.sha256(b"effectledger/event/v1\n" + data).hexdigest()
+    assert hash_of_entry(data, 1) == event_hash(body, 1) == v1
     assert leaf_of_entry(data) == hashlib.sha256(b"\x00" + data).digest()
 
 
@@ -73,13 +82,27 @@ def test_the_fast_slice_equals_a_full_parse(
     )
 
 
-def test_an_id_with_escapes_takes_the_full_parse() -> None:
-    """An operation id that needs JSON escapes is parsed the slow way, with the same result."""
+def test_an_id_with_escapes_is_scanned_as_its_canonical_text() -> None:
+    """An operation id that needs JSON escapes is scanned as its escaped text, parsed as itself."""
     body = _body(operation_id='op "quoted"')
     data = entry_bytes(body)
     line = event_line(data, hash_of_entry(data), leaf_of_entry(data), 0).rstrip(b"\n")
-    assert scan_event_line(line) is None
+    scanned = scan_event_line(line)
+    assert scanned is not None
+    assert scanned[3] == text_bytes('op "quoted"') == b'op \\"quoted\\"'
     assert parse_event_line(line).operation_id == 'op "quoted"'
+
+
+def test_a_v1_event_line_still_parses_and_scans() -> None:
+    """A line of an event written before v2 (bare hex hash, v1 domain) verifies by its own rule."""
+    body = _body(prev_hash="1" * 64)
+    data = entry_bytes(body, 1)
+    line = event_line(data, hash_of_entry(data, 1), leaf_of_entry(data), 4).rstrip(b"\n")
+    scanned = scan_event_line(line)
+    assert scanned is not None
+    assert scanned[1] == hash_of_entry(data, 1).encode()
+    parsed = parse_event_line(line)
+    assert parsed.event_hash == parsed.stated_event_hash == hash_of_entry(data, 1)
 
 
 def test_a_line_whose_stated_hash_differs_leaves_the_fast_path() -> None:
@@ -104,3 +127,47 @@ def test_malformed_lines_are_value_errors(line: bytes) -> None:
     """A line that is not a well-formed bundle line raises ValueError, never anything else."""
     with pytest.raises(ValueError):
         parse_line(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"format":"effectledger-evidence/1","kind":"log","origin":"effectledger/acme",'
+        b'"tenant_id":"globex","tenant_id":"acme","type":"bundle"}',
+        b'{"note":"x","note":"y","seq":1,"type":"checkpoint"}',
+        b'{"note":"x","seq":1,"type":"checkpoint"}\r',
+        b'\xef\xbb\xbf{"note":"x","seq":1,"type":"checkpoint"}',
+        b'{"note":"x", "seq":1,"type":"checkpoint"}',
+        b'{"seq":1,"note":"x","type":"checkpoint"}',
+        b'{"note":"\\u0078","seq":1,"type":"checkpoint"}',
+    ],
+)
+def test_a_line_that_is_not_its_own_canonical_encoding_is_refused(line: bytes) -> None:
+    """Duplicate keys, CR, a BOM, spacing, key order and needless escapes are all ValueErrors."""
+    with pytest.raises(ValueError):
+        parse_line(line)
+
+
+def test_an_event_line_with_a_duplicate_key_is_refused_whatever_its_hashes() -> None:
+    """A forged value before the genuine one inside the entry is refused, not re-encoded."""
+    data = entry_bytes(_body())
+    line = event_line(data, hash_of_entry(data), leaf_of_entry(data), 0).rstrip(b"\n")
+    forged = line.replace(b'"actor":"alice"', b'"actor":"mallory","actor":"alice"', 1)
+    assert json.loads(forged)["entry"]["actor"] == "alice"
+    assert scan_event_line(forged) is None
+    with pytest.raises(ValueError, match="duplicate key"):
+        parse_line(forged)
+
+
+def test_an_empty_bundle_never_verifies() -> None:
+    """No bytes: ``bundle_malformed``; with a kept checkpoint: ``checkpoint_inconsistent``."""
+    from effectledger.audit.note import Checkpoint, sign_checkpoint
+    from effectledger.audit.verify import verify_bundle
+    from tests.evidence_support import SIGNER
+
+    kept = sign_checkpoint(Checkpoint("effectledger/acme", 3, bytes(32)), [SIGNER])
+    alone = verify_bundle(b"", [SIGNER.verifier()])
+    assert [f.code for f in alone.findings] == ["bundle_malformed"]
+    assert not alone.ok
+    withheld = verify_bundle(b"", [SIGNER.verifier()], trusted_checkpoints=[kept])
+    assert [f.code for f in withheld.findings] == ["checkpoint_inconsistent"]

@@ -9,7 +9,8 @@ offline, and :func:`explain` tells what an operation's events say happened.
 from effectledger.audit.chain import GENESIS_HASH, ChainBreak, event_hash, verify_chain
 from effectledger.audit.diagnose import Finding
 from effectledger.audit.explain import Sentence, explain
-from effectledger.audit.export import ExportReport, ProofReport, export_log, prove_events
+from effectledger.audit.export import ExportReport, export_log
+from effectledger.audit.receipt import ProofReport, prove_events
 from effectledger.audit.sealer import LogSealer, SealReport
 from effectledger.audit.verify import VerificationReport, verify_bundle
 

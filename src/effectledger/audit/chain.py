@@ -1,17 +1,11 @@
 """The per-operation hash chain.
 
 Every audit event stores ``prev_hash`` (the ``event_hash`` of the previous event of the same
-operation, or :data:`GENESIS_HASH` for the first) and its own ``event_hash``::
-
-    event_hash = digest("event", {
-        "actor", "attempt_id", "details", "event_id", "event_type", "evidence_reference",
-        "observation_id", "operation_id", "prev_hash", "recorded_us", "sequence", "tenant_id",
-    })
-
-using the canonical encoding of :mod:`effectledger.canonical` (domain ``event``). ``recorded_us``
-is microseconds since the Unix epoch. Editing, dropping, inserting or reordering an event of an
-operation breaks the chain from that point on; a deleted whole operation is caught by the Merkle
-log, not here.
+operation, or :data:`GENESIS_HASH` for the first) and its own ``event_hash``, the digest of its
+chain body in domain ``event`` (:mod:`effectledger.audit.record` defines the body and its bytes;
+the hash string says its encoding version). Editing, dropping, inserting or reordering an event
+of an operation breaks the chain from that point on; a deleted whole operation is caught by the
+Merkle log, not here.
 """
 
 from __future__ import annotations
@@ -19,9 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from effectledger.canonical import canonical_bytes, digest, digest_bytes
-from effectledger.errors import ChainBreak
-from effectledger.model import AuditEvent, to_micros
+from effectledger.audit.record import (
+    GENESIS_HASH,
+    body_from_event,
+    entry_bytes,
+    event_body,
+    event_version,
+    hash_event,
+    hash_of_entry,
+)
+from effectledger.canonical import CURRENT_VERSION
+from effectledger.errors import ChainBreak, InvalidInput
+from effectledger.model import AuditEvent
 
 __all__ = [
     "GENESIS_HASH",
@@ -32,81 +35,18 @@ __all__ = [
     "verify_chain",
 ]
 
-GENESIS_HASH = "0" * 64
-_DETAILS_KEY = b',"details":'
-_EVENT_ID_KEY = b',"event_id":'
+
+def event_hash(body: Mapping[str, Any], version: int = CURRENT_VERSION) -> str:
+    """The ``event_hash`` string of an event body built by :func:`event_body`."""
+    return hash_of_entry(entry_bytes(body, version), version)
 
 
-def event_body(
-    *,
-    event_id: str,
-    tenant_id: str,
-    operation_id: str,
-    attempt_id: str | None,
-    sequence: int,
-    actor: str,
-    event_type: str,
-    recorded_us: int,
-    evidence_reference: str | None,
-    details: Mapping[str, Any],
-    observation_id: str | None,
-    prev_hash: str,
-) -> dict[str, Any]:
-    """The exact value whose canonical digest is an event's hash."""
-    return {
-        "actor": actor,
-        "attempt_id": attempt_id,
-        "details": dict(details),
-        "event_id": event_id,
-        "event_type": event_type,
-        "evidence_reference": evidence_reference,
-        "observation_id": observation_id,
-        "operation_id": operation_id,
-        "prev_hash": prev_hash,
-        "recorded_us": recorded_us,
-        "sequence": sequence,
-        "tenant_id": tenant_id,
-    }
-
-
-def event_hash(body: Mapping[str, Any]) -> str:
-    """The hex hash of an event body built by :func:`event_body`."""
-    return digest("event", body)
-
-
-def hash_event(body: Mapping[str, Any]) -> tuple[str, str]:
-    """``(event_hash, details_json)`` of a body built by :func:`event_body`, encoding it once.
-
-    ``event_hash`` equals :func:`event_hash` and ``details_json`` equals the canonical text of
-    ``body["details"]``, which is stored beside the hash. The canonical text of an object is the
-    concatenation of its members' texts, so the details are cut out of the body's text instead
-    of being encoded a second time. The cut is unambiguous: a ``"`` inside a string literal is
-    always escaped, so ``,"`` only occurs between the items of an object or an array; the
-    members before ``details`` (``actor``, ``attempt_id``) and after it are scalars, so the first
-    ``,"details":`` and the last ``,"event_id":`` are the body's own keys, whatever the details
-    hold.
-    """
-    data = canonical_bytes(body)
-    start = data.index(_DETAILS_KEY) + len(_DETAILS_KEY)
-    end = data.rindex(_EVENT_ID_KEY)
-    return digest_bytes("event", data), data[start:end].decode("utf-8")
-
-
-def _body_of(event: AuditEvent, observation_id: str | None) -> dict[str, Any]:
-    return event_body(
-        event_id=event.event_id,
-        tenant_id=event.tenant_id,
-        operation_id=event.operation_id,
-        attempt_id=event.attempt_id,
-        sequence=event.sequence,
-        actor=event.actor,
-        event_type=event.event_type,
-        recorded_us=to_micros(event.recorded_at),
-        evidence_reference=event.evidence_reference,
-        details=event.details,
-        observation_id=observation_id,
-        prev_hash=event.prev_hash,
-    )
+def _matches(event: AuditEvent) -> bool:
+    version = event_version(event.event_hash)
+    try:
+        return event_hash(body_from_event(event), version) == event.event_hash
+    except InvalidInput:  # not encodable under the version its hash names
+        return False
 
 
 def verify_chain(events: Sequence[AuditEvent], *, head: str | None = None) -> None:
@@ -128,7 +68,7 @@ def verify_chain(events: Sequence[AuditEvent], *, head: str | None = None) -> No
             raise ChainBreak(
                 f"event {event.event_id} does not link to the event before it", **where
             )
-        if event_hash(_body_of(event, event.observation_id)) != event.event_hash:
+        if not _matches(event):
             raise ChainBreak(f"event {event.event_id} was altered after it was written", **where)
         previous = event.event_hash
     if head is not None and head != previous:

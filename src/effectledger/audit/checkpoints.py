@@ -2,10 +2,9 @@
 
 :class:`CheckpointChecks` opens every checkpoint of a bundle with the verifier keys a reviewer
 trusts, following genuine co-signed key rotations (:func:`~effectledger.audit.keys.key_epochs`),
-and accepts a checkpoint only if it extends the previously accepted one: by the bundle's RFC 9162
-consistency proof or, where a proof line is missing, by the events themselves
-(:meth:`CheckpointChecks.settle`). A checkpoint that cannot be shown consistent, and everything
-accepted after it, is not used to judge the events.
+and accepts a checkpoint only if it extends the previously accepted one by the bundle's RFC 9162
+consistency proof (a missing proof line is a ``checkpoint_inconsistent`` finding). A checkpoint
+that cannot be shown consistent is not used to judge the events.
 """
 
 from __future__ import annotations
@@ -61,8 +60,7 @@ class CheckpointChecks:
 
     ``notes`` are ``(seq, signed note)`` pairs, ``proofs`` maps ``(old_size, new_size)`` to the
     bundle's consistency proof (``None`` for a malformed one). After construction, ``accepted``
-    holds the checkpoints that verified and were proven consistent, ``findings`` the failures;
-    :meth:`settle` decides the pairs that had no proof line.
+    holds the checkpoints that verified and were proven consistent, ``findings`` the failures.
     """
 
     def __init__(
@@ -76,7 +74,6 @@ class CheckpointChecks:
         self.accepted: list[Accepted] = []
         self.origin = origin
         self._proofs = proofs
-        self._unproven: list[tuple[Accepted, Accepted]] = []
         self.trusted = list(trusted)
         epochs = key_epochs([note for _, note in notes])
         chain_trusted = epochs is not None and any(e.key in self.trusted for e in epochs)
@@ -142,7 +139,9 @@ class CheckpointChecks:
                 self._inconsistent(previous, current, f"two roots for {new.size} leaves")
                 return
         elif (old.size, new.size) not in self._proofs:
-            self._unproven.append((previous, current))
+            if old.size > 0:  # every tree extends the empty one; any other pair needs a proof
+                self._inconsistent(previous, current, "the bundle has no consistency proof")
+                return
         else:
             try:
                 verify_consistency(
@@ -156,27 +155,3 @@ class CheckpointChecks:
                 self._inconsistent(previous, current, f"the consistency proof fails: {exc}")
                 return
         self.accepted.append(current)
-
-    def settle(self, roots: Mapping[int, bytes] | None, count: int) -> None:
-        """Decide checkpoint pairs the bundle gave no consistency proof for.
-
-        ``roots`` maps tree sizes to the roots the bundle's ``count`` events produce (``None``
-        for a receipt, which has too few events to show anything). A pair is consistent only if
-        the events reproduce both roots; otherwise the later checkpoint and everything accepted
-        after it are dropped with a ``checkpoint_inconsistent`` finding.
-        """
-        for previous, current in self._unproven:
-            if current not in self.accepted:
-                continue
-            old, new = previous.checkpoint, current.checkpoint
-            if (
-                roots is not None
-                and new.size <= count
-                and roots.get(old.size) == old.root_hash
-                and roots.get(new.size) == new.root_hash
-            ):
-                continue
-            self._inconsistent(
-                previous, current, "no consistency proof, and the events do not show one"
-            )
-            del self.accepted[self.accepted.index(current) :]

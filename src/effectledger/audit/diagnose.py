@@ -17,7 +17,9 @@ positions and signed tree sizes — to say *what*:
     two events claim one position or one sequence number, a chain skips over an event, an event
     of another tenant appears, or an event lies beyond every signed checkpoint;
 ``operation_deleted``
-    sealed positions are missing and no remaining operation's chain has a gap.
+    sealed positions are missing and no remaining operation's chain has a gap;
+``checkpoint_reordered``
+    a checkpoint line comes before events it covers (each follows the events it signs).
 
 A tamperer who rewrites the bundle consistently (recomputing every hash) leaves only the signed
 roots to disagree; the caller then reports ``log_root_mismatch``.
@@ -69,8 +71,11 @@ def _finding(code: str, message: str, event: EventLine | None = None) -> Finding
     )
 
 
-def _records(lines: Iterable[bytes]) -> list[EventLine]:
+def _records(lines: Iterable[bytes]) -> tuple[list[EventLine], list[Finding]]:
+    """The event lines, and a finding for each checkpoint line placed before events it covers."""
     records: list[EventLine] = []
+    moved: list[Finding] = []
+    covering: tuple[int, int] | None = None  # (seq, size) of the largest checkpoint so far
     for number, raw in enumerate(lines, start=1):
         if number == 1:
             continue
@@ -80,7 +85,28 @@ def _records(lines: Iterable[bytes]) -> list[EventLine]:
             continue
         if kind == "event":
             records.append(value)
-    return records
+            if covering is not None and value.position < covering[1]:
+                moved.append(
+                    _finding(
+                        "checkpoint_reordered",
+                        f"checkpoint #{covering[0]} of {covering[1]} leaves comes before event "
+                        f"{value.event_id} at position {value.position}, which it covers",
+                        value,
+                    )
+                )
+                covering = None  # named once per misplaced checkpoint
+        elif kind == "checkpoint":
+            size = _note_size(value.get("note"))
+            seq = value.get("seq")
+            if size is not None and isinstance(seq, int) and size > (covering or (0, 0))[1]:
+                covering = (seq, size)
+    return records, moved
+
+
+def _note_size(note: object) -> int | None:
+    """The tree size a checkpoint note states (its second line), if it states one."""
+    lines = note.split("\n", 2) if isinstance(note, str) else []
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else None
 
 
 def diagnose(lines: Iterable[bytes], tenant_id: str, size: int | None) -> list[Finding]:
@@ -89,7 +115,7 @@ def diagnose(lines: Iterable[bytes], tenant_id: str, size: int | None) -> list[F
     ``lines`` are the bundle's lines (header first); ``size`` is the tree size of the latest
     checkpoint that verified, or ``None``.
     """
-    records = _records(lines)
+    records, moved = _records(lines)
     findings: list[Finding] = []
     add = findings.append
     for event in records:
@@ -135,7 +161,7 @@ def diagnose(lines: Iterable[bytes], tenant_id: str, size: int | None) -> list[F
                         event,
                     )
                 )
-    return findings
+    return findings + moved
 
 
 def _positions(records: list[EventLine], size: int | None) -> list[Finding]:

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from effectledger.errors import InvalidInput
-from effectledger.model import AuditEvent, OperationState, from_micros
+from effectledger.audit.chain import verify_chain
+from effectledger.audit.record import event_from_row
+from effectledger.errors import InvalidInput, NotFound
+from effectledger.model import AuditEvent, OperationState, from_micros, validate_identifier
+from effectledger.store import Row, Store, Transaction
 from effectledger.text import printable
 
-__all__ = ["Sentence", "explain", "render"]
+__all__ = ["Sentence", "explain", "explain_stored", "render"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,6 +261,31 @@ def explain(events: Sequence[AuditEvent]) -> list[Sentence]:
         )
     )
     return sentences
+
+
+def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sentence]:
+    """Explain an operation from the database, after verifying its whole hash chain.
+
+    The events and the operation row are read in one snapshot; the chain must be unbroken and
+    end at the operation's recorded latest hash (so deleting its last events is noticed), or
+    :class:`~effectledger.errors.ChainBreak` is raised and nothing is explained. An operation
+    that has only a proposal's events so far has no row, and its chain is checked without a
+    head. Raises :class:`~effectledger.errors.NotFound` for an operation with no events.
+    """
+    key = {
+        "tenant_id": validate_identifier(tenant_id, "tenant_id"),
+        "operation_id": validate_identifier(operation_id, "operation_id"),
+    }
+
+    def read(tx: Transaction) -> tuple[list[Row], Row | None]:
+        return tx.all("events_for_operation", key), tx.one("operation_get", key)
+
+    rows, operation = store.read(read)
+    events = [event_from_row(row) for row in rows]
+    if not events:
+        raise NotFound(f"no events of operation {operation_id}", operation_id=operation_id)
+    verify_chain(events, head=None if operation is None else operation["last_event_hash"])
+    return explain(events)
 
 
 def render(sentences: Sequence[Sentence]) -> str:

@@ -1,4 +1,4 @@
-"""Export a tenant's log to a bundle file, resumably; write receipts (inclusion proofs) for events.
+"""Export a tenant's log to a bundle file, resumably (receipts: :mod:`effectledger.audit.receipt`).
 
 :func:`export_log` appends to a JSON Lines bundle (:mod:`effectledger.audit.bundle`) in batches.
 After each batch the file is flushed and fsync'ed, then the exporter's durable cursor
@@ -19,37 +19,26 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
 from effectledger._failpoints import crash_point
-from effectledger.audit.bundle import (
-    KIND_RECEIPT,
-    checkpoint_line,
-    consistency_line,
-    event_line,
-    header_line,
-    inclusion_line,
-)
-from effectledger.audit.keys import parse_rotation
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import Checkpoint, NoteError
-from effectledger.audit.record import stored_entry
+from effectledger.audit.bundle import checkpoint_line, consistency_line, header_line
+from effectledger.audit.receipt import ProofReport, prove_events, stored_event_line
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     ConstraintViolation,
     ExportCursorMismatch,
     ExportFailed,
     InvalidInput,
-    InvalidTransition,
-    NotFound,
 )
 from effectledger.model import to_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
 
+# Receipts live in receipt.py; these names stay importable from here.
 __all__ = ["ExportReport", "ProofReport", "export_log", "prove_events"]
 
 DEFAULT_EXPORT_BATCH = 1000
@@ -72,17 +61,6 @@ class ExportReport:
     checkpoint_seq: int
     resumed: bool
     duplicates_skipped: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProofReport:
-    """What :func:`prove_events` wrote: events proven in the tree of ``size`` leaves."""
-
-    tenant_id: str
-    path: Path
-    events: int
-    size: int
-    checkpoint_seq: int
 
 
 @contextlib.contextmanager
@@ -146,11 +124,6 @@ def _checkpoint_lines(row: Row) -> bytes:
         proof = [bytes.fromhex(node) for node in json.loads(row["consistency_proof"])]
         lines += consistency_line(int(row["previous_size"]), int(row["size"]), proof)
     return lines + checkpoint_line(int(row["seq"]), row["note"])
-
-
-def _entry_line(row: Row) -> bytes:
-    entry = stored_entry(row)
-    return event_line(entry, row["event_hash"], bytes.fromhex(row["leaf_hash"]), row["position"])
 
 
 def export_log(
@@ -315,7 +288,7 @@ class _Exporter:
                 if row["event_id"] in self.seen_events:
                     self.skipped += 1
                 else:
-                    chunk.append(_entry_line(row))
+                    chunk.append(stored_event_line(row))
                     self.events += 1
             self.position = int(row["position"]) + 1
         self._checkpoint_lines(queue, chunk, self.position)
@@ -332,103 +305,3 @@ class _Exporter:
                 chunk.append(_checkpoint_lines(row))
                 self.checkpoints += 1
             self.checkpoint_seq = int(row["seq"])
-
-
-def _tree(store: Store, tenant_id: str, size: int) -> MerkleTree:
-    """The tenant's tree of ``size`` leaves, read from the stored leaf hashes."""
-    tree = MerkleTree()
-    while tree.size < size:
-        params = {"tenant_id": tenant_id, "position": tree.size, "size": size, "limit": 100_000}
-        leaves = store.read(partial(_all, "log_leaves_from", params))
-        if not leaves or int(leaves[-1]["position"]) != tree.size + len(leaves) - 1:
-            raise InvalidTransition(f"{tenant_id}'s log misses position {tree.size}; run verify")
-        tree.extend(bytes.fromhex(leaf["leaf_hash"]) for leaf in leaves)
-    return tree
-
-
-def _rotations(store: Store, tenant_id: str, before: int) -> list[Row]:
-    """The tenant's key-rotation checkpoints before checkpoint ``before``, in order.
-
-    A receipt carries them so that a reviewer who trusts an earlier key can follow each
-    co-signed hand-over to the key that signed the latest checkpoint.
-    """
-    found: list[Row] = []
-    seq = 0
-    while seq < before:
-        params = {"tenant_id": tenant_id, "seq": seq, "limit": 1000}
-        page = store.read(partial(_all, "log_checkpoints_after", params))
-        if not page:
-            break
-        for row in page:
-            if int(row["seq"]) >= before:
-                return found
-            text = row["note"][: row["note"].rfind("\n\n") + 1]
-            try:
-                if parse_rotation(Checkpoint.parse(text)) is not None:
-                    found.append(row)
-            except NoteError:
-                continue
-        seq = int(page[-1]["seq"])
-    return found
-
-
-def _all(name: str, params: dict[str, object], tx: Transaction) -> list[Row]:
-    return tx.all(name, params)
-
-
-def prove_events(
-    store: Store, tenant_id: str, event_ids: Sequence[str], path: str | os.PathLike[str]
-) -> ProofReport:
-    """Write a receipt bundle proving each event's inclusion in the latest checkpoint's tree.
-
-    The receipt holds the latest signed checkpoint, each event's line and its inclusion proof,
-    and before them every key-rotation checkpoint, linked by consistency proofs, so a reviewer
-    who trusts any earlier key follows the hand-overs to the latest one.
-    :func:`effectledger.audit.verify.verify_bundle` checks it offline. Raises ``NotFound`` for
-    an event of no log position and ``InvalidTransition`` for one no checkpoint covers yet.
-    """
-    validate_identifier(tenant_id, "tenant_id")
-    if not event_ids:
-        raise InvalidInput("name at least one event to prove")
-    latest = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
-    if latest is None:
-        raise InvalidTransition(f"{tenant_id}'s log has no checkpoint yet; seal it first")
-    size = int(latest["size"])
-    rows: list[Row] = []
-    for event_id in event_ids:
-        row = store.one("log_entry_for_event", {"tenant_id": tenant_id, "event_id": event_id})
-        if row is None:
-            raise NotFound(
-                f"event {event_id} has no position in {tenant_id}'s log", event_id=event_id
-            )
-        if int(row["position"]) >= size:
-            raise InvalidTransition(
-                f"event {event_id} is not covered by a checkpoint yet; seal again first",
-                event_id=event_id,
-            )
-        rows.append(row)
-    tree = _tree(store, tenant_id, size)
-    lines = [header_line(tenant_id, KIND_RECEIPT)]
-    previous: int | None = None
-    for checkpoint in [*_rotations(store, tenant_id, int(latest["seq"])), latest]:
-        if previous is not None and previous != int(checkpoint["size"]):
-            proof = tree.consistency_proof(previous, int(checkpoint["size"]))
-            lines.append(consistency_line(previous, int(checkpoint["size"]), proof))
-        lines.append(checkpoint_line(int(checkpoint["seq"]), checkpoint["note"]))
-        previous = int(checkpoint["size"])
-    for row in rows:
-        lines.append(_entry_line(row))
-        proof = tree.inclusion_proof(int(row["position"]), size)
-        lines.append(inclusion_line(row["event_id"], int(row["position"]), size, proof))
-    target = Path(path)
-    try:
-        target.write_bytes(b"".join(lines))
-    except OSError as exc:
-        raise ExportFailed(f"cannot write {target}: {exc.strerror}") from exc
-    return ProofReport(
-        tenant_id=tenant_id,
-        path=target,
-        events=len(rows),
-        size=size,
-        checkpoint_seq=int(latest["seq"]),
-    )

@@ -1,146 +1,183 @@
-"""The canonical bytes of an audit event: what the hash chain and the Merkle log commit to.
+"""The event format: one field tuple from which every encoder and parser of an event is built.
 
-An event's **canonical bytes** are the ``effectledger-canonical/1`` encoding
-(:mod:`effectledger.canonical`) of its chain body, the twelve-field object of
-:func:`effectledger.audit.chain.event_body`::
+An event's **chain body** is the object of the fields of :data:`EVENT_FIELDS`, in that order
+(which is the canonical key order: the names are ASCII, so UTF-8 and UTF-16 order agree)::
 
     {"actor":…,"attempt_id":…,"details":{…},"event_id":…,"event_type":…,
      "evidence_reference":…,"observation_id":…,"operation_id":…,"prev_hash":…,
      "recorded_us":…,"sequence":…,"tenant_id":…}
 
-From those bytes ``B`` everything else follows, with SHA-256 and nothing else:
+Its **canonical bytes** ``B`` are the body's canonical encoding (:mod:`effectledger.canonical`)
+under the event's version. From ``B`` everything else follows, with SHA-256 and nothing else:
 
-* ``event_hash = hex(SHA-256("effectledger/event/v1\\n" ‖ B))`` — the hash chain link stored in the
-  event and in the ``prev_hash`` of the operation's next event;
+* ``event_hash``: version 2 (every event written now) is ``"v2:" ‖ hex(SHA-256(
+  "effectledger/event/v2\\n" ‖ B))`` with ``B`` in RFC 8785 form; version 1 (events written
+  before) is ``hex(SHA-256("effectledger/event/v1\\n" ‖ B))``. The hash string says its version;
+  the next event of the operation stores it as its ``prev_hash``;
 * the Merkle **leaf entry** is ``B`` itself, so ``leaf_hash = SHA-256(0x00 ‖ B)`` (RFC 9162 §2.1.1).
 
-The leaf commits to ``prev_hash`` and so, transitively, to the operation's whole chain up to the
-event; ``event_hash`` is a function of ``B`` and needs no separate commitment.
+The body, the row splice, the details cut and the bundle's fast scanner
+(:mod:`effectledger.audit.bundle`) are all generated from :data:`EVENT_FIELDS`; adding a field
+is one line here (with its ``audit_events`` column and its
+:class:`~effectledger.model.AuditEvent` attribute).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
-from effectledger.audit.chain import event_body
-from effectledger.canonical import canonical_bytes, encode
+from effectledger.canonical import CURRENT_VERSION, canonical_bytes, decode_canonical, encode
 from effectledger.errors import InvalidInput
 from effectledger.model import AuditEvent, from_micros, to_micros
 
 __all__ = [
-    "EVENT_DOMAIN",
+    "EVENT_DOMAINS",
+    "EVENT_FIELDS",
+    "GENESIS_HASH",
+    "TAIL_FIELDS",
+    "EventField",
     "body_from_event",
     "body_from_row",
+    "canonical_entry",
     "entry_bytes",
     "entry_from_row",
+    "event_body",
     "event_from_body",
     "event_from_row",
+    "event_version",
+    "hash_event",
     "hash_of_entry",
     "leaf_of_entry",
     "stored_entry",
 ]
 
-EVENT_DOMAIN: Final = b"effectledger/event/v1\n"
-"""The domain prefix of an event hash (see :func:`effectledger.canonical.digest`)."""
+GENESIS_HASH: Final = "0" * 64
+"""The ``prev_hash`` of an operation's first event."""
+
+EVENT_DOMAINS: Final = {1: b"effectledger/event/v1\n", 2: b"effectledger/event/v2\n"}
+"""The domain prefix of an event hash, per encoding version."""
+_MARKS: Final = {1: "", 2: "v2:"}
+
+
+@dataclass(frozen=True, slots=True)
+class EventField:
+    """One field of the chain body: its key, kind, ``audit_events`` column and model attribute."""
+
+    name: str
+    kind: str  # text | optional_text | object | hash | micros | count
+    attribute: str = ""
+    stored_as: str = ""
+
+    @property
+    def column(self) -> str:
+        """The ``audit_events`` column holding the field."""
+        return self.stored_as or self.name
+
+    @property
+    def model_name(self) -> str:
+        """The :class:`~effectledger.model.AuditEvent` attribute holding the field."""
+        return self.attribute or self.name
+
+
+EVENT_FIELDS: Final = (
+    EventField("actor", "text"),
+    EventField("attempt_id", "optional_text"),
+    EventField("details", "object", stored_as="details_json"),
+    EventField("event_id", "text"),
+    EventField("event_type", "text"),
+    EventField("evidence_reference", "optional_text"),
+    EventField("observation_id", "optional_text"),
+    EventField("operation_id", "text"),
+    EventField("prev_hash", "hash"),
+    EventField("recorded_us", "micros", attribute="recorded_at"),
+    EventField("sequence", "count"),
+    EventField("tenant_id", "text"),
+)
+"""The chain body's fields in canonical order: the one definition of the event format."""
+
+_NAMES: Final = tuple(field.name for field in EVENT_FIELDS)
+_OBJECT: Final = next(i for i, field in enumerate(EVENT_FIELDS) if field.kind == "object")
+
+
+def _check_layout() -> None:
+    """The encoders below rely on this layout; a field added out of order fails at import."""
+    if list(_NAMES) != sorted(_NAMES) or not all(name.isascii() for name in _NAMES):
+        raise AssertionError("EVENT_FIELDS must be ASCII names in canonical order")
+    if [field.kind for field in EVENT_FIELDS].count("object") != 1 or _OBJECT in (
+        0,
+        len(EVENT_FIELDS) - 1,
+    ):
+        raise AssertionError("EVENT_FIELDS needs one object field between scalar fields")
+
+
+_check_layout()
+
+# The details object is cut out of (and spliced into) the body's text between these two keys.
+# Unambiguous: a '"' inside a string literal is always escaped, so ',"' occurs only between
+# items; the fields around the object are scalars, so the first OBJECT_KEY and the last
+# AFTER_KEY are the body's own keys, whatever the details hold.
+OBJECT_KEY: Final = b',"' + _NAMES[_OBJECT].encode() + b'":'
+AFTER_KEY: Final = b',"' + _NAMES[_OBJECT + 1].encode() + b'":'
+FIRST_KEY: Final = b'{"' + _NAMES[0].encode() + b'":'
+TAIL_FIELDS: Final = EVENT_FIELDS[_OBJECT + 1 :]
+"""The scalar fields after the object field, which fast scanners find by their keys."""
 
 _sha256 = hashlib.sha256
 
 
+def event_body(**fields: Any) -> dict[str, Any]:
+    """The exact value whose canonical bytes an event's hash and leaf commit to."""
+    if fields.keys() != set(_NAMES):
+        missing = sorted(set(_NAMES) - fields.keys())
+        extra = sorted(fields.keys() - set(_NAMES))
+        raise TypeError(f"event_body: missing {missing}, unexpected {extra}")
+    body = {name: fields[name] for name in _NAMES}
+    body[_NAMES[_OBJECT]] = dict(fields[_NAMES[_OBJECT]])
+    return body
+
+
+_FROM_ROW: Final[dict[str, Callable[[Any], Any]]] = {
+    "object": json.loads,
+    "micros": int,
+    "count": int,
+}
+
+
 def body_from_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The chain body of a stored ``audit_events`` row (its details parsed from JSON)."""
-    return event_body(
-        event_id=row["event_id"],
-        tenant_id=row["tenant_id"],
-        operation_id=row["operation_id"],
-        attempt_id=row["attempt_id"],
-        sequence=int(row["sequence"]),
-        actor=row["actor"],
-        event_type=row["event_type"],
-        recorded_us=int(row["recorded_us"]),
-        evidence_reference=row["evidence_reference"],
-        details=json.loads(row["details_json"]),
-        observation_id=row["observation_id"],
-        prev_hash=row["prev_hash"],
-    )
+    return {
+        field.name: _FROM_ROW.get(field.kind, _same)(row[field.column]) for field in EVENT_FIELDS
+    }
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def body_from_event(event: AuditEvent) -> dict[str, Any]:
     """The chain body of an :class:`~effectledger.model.AuditEvent`."""
-    return event_body(
-        event_id=event.event_id,
-        tenant_id=event.tenant_id,
-        operation_id=event.operation_id,
-        attempt_id=event.attempt_id,
-        sequence=event.sequence,
-        actor=event.actor,
-        event_type=event.event_type,
-        recorded_us=to_micros(event.recorded_at),
-        evidence_reference=event.evidence_reference,
-        details=event.details,
-        observation_id=event.observation_id,
-        prev_hash=event.prev_hash,
-    )
-
-
-def entry_bytes(body: Mapping[str, Any]) -> bytes:
-    """The canonical bytes of a chain body: the event's Merkle leaf entry."""
-    return canonical_bytes(body)
-
-
-def _text(value: Any) -> str:
-    return "null" if value is None else encode(value)
-
-
-def entry_from_row(row: Mapping[str, Any]) -> bytes:
-    """The canonical bytes of a stored row, splicing its stored ``details_json`` as it is.
-
-    The ledger stores ``details_json`` in canonical form, so this equals
-    ``entry_bytes(body_from_row(row))`` for every row it wrote, about four times faster. A row
-    whose ``details_json`` was rewritten gives other bytes, so callers compare the result's hash
-    with the stored ``event_hash`` (the sealer does) or leave that to verification (the exporter).
-    """
-    return (
-        f'{{"actor":{_text(row["actor"])},"attempt_id":{_text(row["attempt_id"])},'
-        f'"details":{row["details_json"]},"event_id":{_text(row["event_id"])},'
-        f'"event_type":{_text(row["event_type"])},'
-        f'"evidence_reference":{_text(row["evidence_reference"])},'
-        f'"observation_id":{_text(row["observation_id"])},'
-        f'"operation_id":{_text(row["operation_id"])},"prev_hash":{_text(row["prev_hash"])},'
-        f'"recorded_us":{int(row["recorded_us"])},"sequence":{int(row["sequence"])},'
-        f'"tenant_id":{_text(row["tenant_id"])}}}'
-    ).encode()
-
-
-def hash_of_entry(entry: bytes) -> str:
-    """The hex ``event_hash`` of an event given its canonical bytes."""
-    return _sha256(EVENT_DOMAIN + entry).hexdigest()
-
-
-def leaf_of_entry(entry: bytes) -> bytes:
-    """The RFC 9162 leaf hash ``SHA-256(0x00 ‖ entry)`` of an event's canonical bytes."""
-    return _sha256(b"\x00" + entry).digest()
+    body = {field.name: getattr(event, field.model_name) for field in EVENT_FIELDS}
+    for field in EVENT_FIELDS:
+        if field.kind == "micros":
+            body[field.name] = to_micros(body[field.name])
+        elif field.kind == "object":
+            body[field.name] = dict(body[field.name])
+    return body
 
 
 def event_from_body(body: Mapping[str, Any], event_hash: str) -> AuditEvent:
     """An :class:`~effectledger.model.AuditEvent` from a chain body and its hash."""
-    return AuditEvent(
-        event_id=body["event_id"],
-        tenant_id=body["tenant_id"],
-        operation_id=body["operation_id"],
-        attempt_id=body["attempt_id"],
-        sequence=int(body["sequence"]),
-        actor=body["actor"],
-        event_type=body["event_type"],
-        recorded_at=from_micros(int(body["recorded_us"])),
-        evidence_reference=body["evidence_reference"],
-        details=body["details"],
-        observation_id=body["observation_id"],
-        prev_hash=body["prev_hash"],
-        event_hash=event_hash,
-    )
+    values = {field.model_name: body[field.name] for field in EVENT_FIELDS}
+    for field in EVENT_FIELDS:
+        if field.kind == "micros":
+            values[field.model_name] = from_micros(int(body[field.name]))
+        elif field.kind == "count":
+            values[field.model_name] = int(body[field.name])
+    return AuditEvent(**values, event_hash=event_hash)
 
 
 def event_from_row(row: Mapping[str, Any]) -> AuditEvent:
@@ -148,18 +185,102 @@ def event_from_row(row: Mapping[str, Any]) -> AuditEvent:
     return event_from_body(body_from_row(row), row["event_hash"])
 
 
+def event_version(event_hash: str) -> int:
+    """The encoding version an event hash string was written with (``v2:`` + hex, else 1)."""
+    return 2 if event_hash.startswith("v2:") else 1
+
+
+def entry_bytes(body: Mapping[str, Any], version: int = CURRENT_VERSION) -> bytes:
+    """The canonical bytes of a chain body: the event's Merkle leaf entry."""
+    return canonical_bytes(body, version=version)
+
+
+def hash_of_entry(entry: bytes, version: int = CURRENT_VERSION) -> str:
+    """The ``event_hash`` string of an event given its canonical bytes and version."""
+    return _MARKS[version] + _sha256(EVENT_DOMAINS[version] + entry).hexdigest()
+
+
+def leaf_of_entry(entry: bytes) -> bytes:
+    """The RFC 9162 leaf hash ``SHA-256(0x00 ‖ entry)`` of an event's canonical bytes."""
+    return _sha256(b"\x00" + entry).digest()
+
+
+def hash_event(body: Mapping[str, Any]) -> tuple[str, str]:
+    """``(event_hash, details_json)`` of a new event's body (current version), encoding it once.
+
+    ``details_json`` is the canonical text of the body's object field, stored beside the hash;
+    it is cut out of the body's text (see :data:`OBJECT_KEY`) instead of encoded a second time.
+    """
+    data = canonical_bytes(body)
+    start = data.index(OBJECT_KEY) + len(OBJECT_KEY)
+    end = data.rindex(AFTER_KEY)
+    return hash_of_entry(data), data[start:end].decode("utf-8")
+
+
+def _scalar(value: Any) -> str:
+    return "null" if value is None else encode(value)
+
+
+_SPLICE: Final = [
+    (("," if i else "{") + f'"{field.name}":', field.column, field.kind == "object")
+    for i, field in enumerate(EVENT_FIELDS)
+]
+
+
+def entry_from_row(row: Mapping[str, Any]) -> bytes:
+    """The canonical bytes of a stored row, splicing its stored details text as it is.
+
+    The ledger stores the details in canonical form, so this equals
+    ``entry_bytes(body_from_row(row), version)`` for every row it wrote (the scalar fields
+    encode the same in both versions), several times faster. A row whose details were rewritten
+    gives other bytes, so callers compare the result's hash with the stored ``event_hash`` (the
+    sealer does) or leave that to verification (the exporter).
+    """
+    parts = [key + (row[name] if raw else _scalar(row[name])) for key, name, raw in _SPLICE]
+    return ("".join(parts) + "}").encode()
+
+
 def stored_entry(row: Mapping[str, Any]) -> bytes:
     """A stored row's entry bytes as they hash to its stored ``event_hash`` if at all possible.
 
-    Tries the fast splice of :func:`entry_from_row`, then a full re-encoding (for a
-    ``details_json`` that was merely reformatted); if neither reproduces the stored hash the row
-    was changed, and the spliced bytes are returned as they are, for the caller to judge.
+    Tries the fast splice of :func:`entry_from_row`, then a full re-encoding under the version
+    the stored hash names (for details that were merely reformatted); if neither reproduces the
+    stored hash the row was changed, and the spliced bytes are returned, for the caller to judge.
     """
+    version = event_version(row["event_hash"])
     entry = entry_from_row(row)
-    if hash_of_entry(entry) == row["event_hash"]:
+    if hash_of_entry(entry, version) == row["event_hash"]:
         return entry
     try:
-        canonical = entry_bytes(body_from_row(row))
+        canonical = entry_bytes(body_from_row(row), version)
     except (ValueError, InvalidInput):
         return entry
-    return canonical if hash_of_entry(canonical) == row["event_hash"] else entry
+    return canonical if hash_of_entry(canonical, version) == row["event_hash"] else entry
+
+
+def canonical_entry(row: Mapping[str, Any]) -> bytes | None:
+    """A stored row's canonical bytes if they reproduce its stored ``event_hash``, else ``None``.
+
+    What the sealer seals: besides the hash, the spliced details text must be the canonical
+    encoding of its value (no duplicate keys, no other spelling), so every sealed leaf has one
+    reading. A row whose details were merely reformatted is re-encoded.
+    """
+    version = event_version(row["event_hash"])
+    entry = entry_from_row(row)
+    if hash_of_entry(entry, version) == row["event_hash"]:
+        details = row[EVENT_FIELDS[_OBJECT].column]
+        if details == "{}":
+            return entry
+        try:
+            return (
+                entry
+                if isinstance(decode_canonical(details.encode(), version=version), dict)
+                else None
+            )
+        except InvalidInput:
+            return None
+    try:
+        canonical = entry_bytes(body_from_row(row), version)
+    except (ValueError, InvalidInput):
+        return None
+    return canonical if hash_of_entry(canonical, version) == row["event_hash"] else None

@@ -38,7 +38,7 @@ from effectledger.audit.note import (
     open_checkpoint,
     sign_checkpoint,
 )
-from effectledger.audit.record import hash_of_entry, leaf_of_entry, stored_entry
+from effectledger.audit.record import canonical_entry, leaf_of_entry
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AuditVerificationFailed,
@@ -335,11 +335,12 @@ class LogSealer:
                 event_id=row["pending_event_id"],
             )
         where = {"event_id": row["event_id"], "operation_id": row["operation_id"]}
-        entry = stored_entry(row)
-        computed = hash_of_entry(entry)
-        if computed != row["event_hash"]:
+        entry = canonical_entry(row)
+        computed = row["event_hash"]
+        if entry is None:
             raise _refuse(
-                f"event {row['event_id']} no longer matches the hash it was written with",
+                f"event {row['event_id']} no longer matches the hash it was written with "
+                "(or its details are not canonical JSON)",
                 "event_edited",
                 **where,
             )

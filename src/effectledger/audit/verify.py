@@ -35,6 +35,7 @@ from effectledger.audit.bundle import (
     EventLine,
     parse_line,
     scan_event_line,
+    text_bytes,
 )
 from effectledger.audit.chain import GENESIS_HASH
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
@@ -91,6 +92,7 @@ class _Scan:
     chains: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
     suspicious: bool = False
     notes: list[tuple[int, str]] = field(default_factory=list)
+    events_before: list[int] = field(default_factory=list)
     consistency: dict[tuple[int, int], list[bytes] | None] = field(default_factory=dict)
     inclusions: dict[str, dict[str, Any]] = field(default_factory=dict)
     receipt_events: list[EventLine] = field(default_factory=list)
@@ -154,7 +156,7 @@ def _scan(source: Source) -> _Scan:
                 return scan
             scan.header = value
             owner_id = value.get("tenant_id")
-            tenant = owner_id.encode() if isinstance(owner_id, str) else None
+            tenant = text_bytes(owner_id) if isinstance(owner_id, str) else None
             receipt = value.get("kind") == KIND_RECEIPT
         elif kind == "event":
             _event(scan, value, tenant, receipt)
@@ -168,14 +170,14 @@ def _event(scan: _Scan, event: EventLine, tenant: bytes | None, receipt: bool) -
     if receipt:
         scan.receipt_events.append(event)
         return
-    operation = event.operation_id.encode()
+    operation = text_bytes(event.operation_id)
     prev_hash = event.prev_hash.encode()
     state = scan.chains.get(operation)
     if (
         event.position != len(scan.leaves)
         or event.event_hash != event.stated_event_hash
         or event.leaf_hash.hex() != event.stated_leaf_hash
-        or event.tenant_id.encode() != tenant
+        or text_bytes(event.tenant_id) != tenant
         or (
             (event.sequence, prev_hash) != (1, GENESIS_HASH.encode())
             if state is None
@@ -196,6 +198,7 @@ def _other(scan: _Scan, kind: str, value: dict[str, Any], number: int) -> None:
             malformed(Finding(code="bundle_malformed", message=f"line {number}: bad checkpoint"))
             return
         scan.notes.append((seq, note))
+        scan.events_before.append(len(scan.leaves))
     elif kind == "consistency":
         old, new = value.get("old_size"), value.get("new_size")
         if isinstance(old, int) and isinstance(new, int):
@@ -254,7 +257,15 @@ def verify_bundle(
         findings=tuple(scan.findings),
     )
     if header is None:
-        return empty
+        if scan.findings:
+            return empty
+        # Nothing at all: withheld history to a reviewer who kept a checkpoint, else no bundle.
+        code, message = (
+            ("checkpoint_inconsistent", "the bundle is empty, before a checkpoint you kept")
+            if trusted_checkpoints
+            else ("bundle_malformed", "the bundle is empty: it has no header line")
+        )
+        return dataclasses.replace(empty, findings=(Finding(code=code, message=message),))
     tenant, kind = header.get("tenant_id"), header.get("kind")
     try:
         origin = origin_for(tenant) if isinstance(tenant, str) else None
@@ -273,7 +284,6 @@ def verify_bundle(
     checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
     kept = checks.open_kept(trusted_checkpoints)
     if kind == KIND_RECEIPT:
-        checks.settle(None, 0)
         findings += checks.findings
         findings += [finding for _, finding in kept if finding is not None]
         findings += _receipt_findings(scan, checks.accepted)
@@ -283,7 +293,7 @@ def verify_bundle(
         )
     else:
         roots = _roots(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
-        checks.settle(roots, len(scan.leaves))
+        findings += _numbering(scan)  # a skipped number names what the missing proof follows from
         findings += checks.findings
         findings += [finding for _, finding in kept if finding is not None]
         findings += _log_findings(source, scan, checks, roots, [c for c, _ in kept if c], tenant)
@@ -333,7 +343,7 @@ def _log_findings(
     ]
     latest = accepted[-1].checkpoint.size if accepted else None
     for checkpoint in kept:
-        if latest is not None and checkpoint.size > latest:
+        if checkpoint.size > (latest or 0):
             findings.append(
                 Finding(
                     code="checkpoint_inconsistent",
@@ -353,7 +363,9 @@ def _log_findings(
         return findings
     short = latest is not None and count < latest
     long = latest is not None and count > latest
-    if scan.suspicious or mismatched or short or long:
+    # A checkpoint line followed by events it covers was moved; the second pass names it.
+    early = any(a.checkpoint.size > scan.events_before[a.index] < count for a in accepted)
+    if scan.suspicious or mismatched or short or long or early:
         named = diagnose(_lines(source), tenant, latest)
         findings += named
         if not named:
@@ -366,6 +378,24 @@ def _log_findings(
                     "consistent: events were rewritten consistently before that size",
                 )
             )
+    return findings
+
+
+def _numbering(scan: _Scan) -> list[Finding]:
+    """A log bundle holds every checkpoint: their numbers run 1, 2, 3, ... without a gap."""
+    findings: list[Finding] = []
+    expected = 1
+    for seq, _ in scan.notes:
+        if seq > expected:
+            missing = f"#{expected}" if seq == expected + 1 else f"#{expected} to #{seq - 1}"
+            findings.append(
+                Finding(
+                    code="checkpoint_deleted",
+                    message=f"checkpoint {missing} is missing before checkpoint #{seq}: a log "
+                    "bundle holds every checkpoint",
+                )
+            )
+        expected = max(expected, seq + 1)
     return findings
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from effectledger.audit.bundle import read_events
 from effectledger.audit.chain import verify_chain
-from effectledger.audit.explain import explain
+from effectledger.audit.explain import explain, explain_stored
 from effectledger.audit.keys import parse_verifiers
 from effectledger.audit.reading import latest_checkpoint, operation_events
 from effectledger.audit.verify import VerificationReport, verify_bundle
@@ -249,14 +249,13 @@ def _explain(args: argparse.Namespace, out: Output) -> int:
             raise InvalidInput("explain needs --tenant with --db (or --bundle)")
         store = open_existing(args.db)
         try:
+            # Verifies the whole chain up to the row's latest hash before any text is made.
+            sentences = explain_stored(store, args.tenant, args.operation_id)
             events = operation_events(store, args.tenant, args.operation_id)
         finally:
             store.close()
-        if not events:
-            raise NotFound(f"no events of operation {args.operation_id}")
-    sentences = explain(events)
-    if args.bundle is None:
-        verify_chain(events)
+    if args.bundle is not None:
+        sentences = explain(events)
     if out.json_mode:
         out.json(
             {

@@ -117,6 +117,9 @@ def register(actions: Commands) -> None:
     add_db(prove)
     prove.add_argument("--tenant", required=True, help="tenant id")
     prove.add_argument("--out", type=Path, required=True, help="the receipt file")
+    prove.add_argument(
+        "--force", action="store_true", help="overwrite the receipt file if it exists"
+    )
     prove.add_argument("event_ids", nargs="+", metavar="EVENT_ID", help="events to prove")
     add_json(prove)
     prove.set_defaults(handler=_prove)
@@ -249,7 +252,7 @@ def _export(args: argparse.Namespace, out: Output) -> int:
 def _prove(args: argparse.Namespace, out: Output) -> int:
     store = open_existing(args.db)
     try:
-        proved = prove_events(store, args.tenant, args.event_ids, args.out)
+        proved = prove_events(store, args.tenant, args.event_ids, args.out, overwrite=args.force)
     finally:
         store.close()
     if out.json_mode:
