@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from effectledger.audit.explain import explain
 from effectledger.errors import InvalidTransition
-from effectledger.model import OperationState
+from effectledger.model import AuditEvent, OperationState
 from effectledger.store.queries import DIALECTS, load_queries
 from effectledger.transitions import (
     COMMITTING,
@@ -93,3 +95,25 @@ def test_the_docs_page_is_generated_from_the_table() -> None:
     text = DOCS.read_text("utf-8")
     rendered = text.split("<!-- states:begin -->\n", 1)[1].split("<!-- states:end -->", 1)[0]
     assert rendered == render_markdown()
+
+
+@pytest.mark.parametrize("kind", list(EventType), ids=lambda kind: kind.value)
+def test_every_event_type_has_its_own_explanation_sentence(kind: EventType) -> None:
+    """explain describes each event type in words of its own, never the generic fallback."""
+    event = AuditEvent(
+        event_id="ev-1",
+        tenant_id="acme",
+        operation_id="op-1",
+        attempt_id=None,
+        sequence=1,
+        actor="someone",
+        event_type=kind.value,
+        recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
+        evidence_reference=None,
+        details={},
+        observation_id=None,
+        prev_hash="0" * 64,
+        event_hash="1" * 64,
+    )
+    first = explain([event])[0].text
+    assert "recorded an event of type" not in first, first

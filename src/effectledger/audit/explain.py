@@ -20,10 +20,11 @@ from typing import Any
 
 from effectledger.audit.chain import verify_chain
 from effectledger.audit.record import event_from_row
-from effectledger.errors import InvalidInput, NotFound
+from effectledger.errors import InvalidInput, InvalidTransition, NotFound
 from effectledger.model import AuditEvent, OperationState, from_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
 from effectledger.text import printable
+from effectledger.transitions import transition
 
 __all__ = ["Sentence", "explain", "explain_stored", "render"]
 
@@ -39,20 +40,6 @@ class Sentence:
     def render(self) -> str:
         """The sentence with its citation: ``text [event <sequence>, <event id>]``."""
         return f"{self.text} [event {self.sequence}, {printable(self.event_id)}]"
-
-
-_STATE_BY_TYPE: Mapping[str, OperationState] = {
-    "OperationAdmitted": OperationState.READY,
-    "AttemptPrepared": OperationState.IN_PROGRESS,
-    "ProviderAcceptanceConfirmed": OperationState.SUCCEEDED,
-    "ProviderAcceptanceReconciled": OperationState.SUCCEEDED,
-    "PermanentRejection": OperationState.REJECTED,
-    "RetryableRejection": OperationState.RETRY_PENDING,
-    "SubmissionOutcomeUnknown": OperationState.OUTCOME_UNKNOWN,
-    "ManualReviewAssigned": OperationState.MANUAL_REVIEW,
-    "RetryAuthorized": OperationState.READY,
-    "OperationReleased": OperationState.RELEASED,
-}
 
 
 def _when(moment: datetime) -> str:
@@ -170,7 +157,58 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('reason', 'no reason was recorded'))}. The corrected event "
             "itself is unchanged."
         )
-    return _generic(event, at)
+    return _authority(event, at) or _generic(event, at)
+
+
+def _state_after(event_type: str, state: OperationState | None) -> OperationState | None:
+    """The state the transition table says ``event_type`` leads to from ``state``, if it moves.
+
+    An event the table does not allow there (a trail from elsewhere, a newer version) is
+    described but moves nothing: explain states what the events say, and verify judges them.
+    """
+    try:
+        return transition(event_type, state).to_state
+    except InvalidTransition:
+        return None
+
+
+def _authority(event: AuditEvent, at: str) -> str | None:
+    """The sentence of an event recorded around admission, or ``None`` for other kinds."""
+    actor, details, kind = event.actor, event.details, event.event_type
+    digest = _value(details.get("digest", "?"))
+    if kind == "ProposalRecorded":
+        return (
+            f"At {at}, {actor} proposed it as proposal {_value(details.get('proposal_id', '?'))} "
+            f"with digest {digest} for {_value(details.get('units', 0))} unit(s)"
+            f"{_evidence(event)}; nothing was authorized by proposing."
+        )
+    if kind == "ApprovalGranted":
+        return (
+            f"At {at}, {actor} approved exactly the proposal with digest {digest} "
+            f"(approval {_value(details.get('approval_id', '?'))})."
+        )
+    if kind == "ApprovalDenied":
+        return (
+            f"At {at}, {actor} denied the proposal with digest {digest} "
+            f"(decision {_value(details.get('approval_id', '?'))}); a denial is final."
+        )
+    if kind == "PreauthorizationApplied":
+        return (
+            f"At {at}, the standing decision {actor} covered the proposal with digest {digest} "
+            f"(approval {_value(details.get('approval_id', '?'))}); no person approved it."
+        )
+    if kind == "AdmissionDenied":
+        return (
+            f"At {at}, {actor} asked to admit it and was refused because "
+            f"{_value(details.get('reason', 'no reason was recorded'))}; nothing was spent."
+        )
+    if kind == "CapacityLimitSet":
+        return (
+            f"At {at}, {actor} set the limit of pool {_value(details.get('pool', '?'))} to "
+            f"{_value(details.get('limit_units', '?'))} unit(s) (before: "
+            f"{_value(details.get('previous_units'))})."
+        )
+    return None
 
 
 def _generic(event: AuditEvent, at: str) -> str:
@@ -244,9 +282,7 @@ def explain(events: Sequence[AuditEvent]) -> list[Sentence]:
                 event_id=event.event_id,
             )
         )
-        new_state = _STATE_BY_TYPE.get(event.event_type)
-        if event.event_type == "SubmissionOutcomeUnknown" and state is OperationState.MANUAL_REVIEW:
-            new_state = None  # an inconclusive answer does not end a manual review
+        new_state = _state_after(event.event_type, state)
         if new_state is not None:
             state, deciding = new_state, event
             if new_state is OperationState.SUCCEEDED:
