@@ -36,7 +36,7 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 """An id in a URL path or body: the ledger's identifiers without ``/`` (a path segment)."""
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
-Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Digest = Annotated[str, Field(pattern=r"^(v[0-9]+:)?[0-9a-f]{64}$")]  # a v1 or v2 digest
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
