@@ -417,12 +417,7 @@ class Ledger:
 
         def body(tx: Transaction) -> Operation:
             lock_trail(tx, context.tenant_id, operation_id)
-            if tx.one("proposal_for_operation", _key(context.tenant_id, operation_id)):
-                raise OperationIdTaken(
-                    f"operation id {operation_id} belongs to a proposal; admit that proposal",
-                    operation_id=operation_id,
-                )
-            return self.insert_operation(tx, draft)
+            return self.insert_operation(tx, draft, own_trail=True)
 
         try:
             operation = self.store.write(body, label="admit")
@@ -501,13 +496,17 @@ class Ledger:
             "units": units,
         }
 
-    def insert_operation(self, tx: Transaction, draft: Mapping[str, Any]) -> Operation:
+    def insert_operation(
+        self, tx: Transaction, draft: Mapping[str, Any], *, own_trail: bool = False
+    ) -> Operation:
         """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
 
         The caller holds the operation's trail (:func:`lock_trail`). The operation's trail
         continues any events already written under its id (its proposal and approval). An
         existing operation with the same requester, revision, fingerprint and destination is
-        returned as it is; any other raises :class:`AdmissionConflict`.
+        returned as it is; any other raises :class:`AdmissionConflict`. With ``own_trail`` (an
+        admission on an outside decision) the id must have no trail yet: one begun by a
+        proposal belongs to it, and :class:`OperationIdTaken` is raised (nothing is kept).
         """
         key = _key(draft["tenant_id"], draft["operation_id"])
         compared = (
@@ -562,6 +561,11 @@ class Ledger:
             if existing is None:  # pragma: no cover - the conflicting row is visible
                 raise NotFound("operation vanished during admission")
             return matching(existing)
+        if own_trail and head is not None:
+            raise OperationIdTaken(
+                f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
+                operation_id=draft["operation_id"],
+            )
         tx.run("event_insert", event)
         return operation_from_row(inserted)
 
