@@ -505,8 +505,9 @@ class Ledger:
         continues any events already written under its id (its proposal and approval). An
         existing operation with the same requester, revision, fingerprint and destination is
         returned as it is; any other raises :class:`AdmissionConflict`. With ``own_trail`` (an
-        admission on an outside decision) the id must have no trail yet: one begun by a
-        proposal belongs to it, and :class:`OperationIdTaken` is raised (nothing is kept).
+        admission on an outside decision) an id whose trail was begun by a proposal belongs to
+        that proposal, and :class:`OperationIdTaken` is raised (nothing is kept); the proposal is
+        looked for only when the id already has a trail.
         """
         key = _key(draft["tenant_id"], draft["operation_id"])
         compared = (
@@ -561,7 +562,7 @@ class Ledger:
             if existing is None:  # pragma: no cover - the conflicting row is visible
                 raise NotFound("operation vanished during admission")
             return matching(existing)
-        if own_trail and head is not None:
+        if own_trail and head is not None and tx.one("proposal_for_operation", key):
             raise OperationIdTaken(
                 f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
                 operation_id=draft["operation_id"],
