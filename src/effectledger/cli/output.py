@@ -1,8 +1,9 @@
 """What the command line prints: escaped text, short ids, tables, JSON, and the error line.
 
 Stored text (provider references, reasons, event details) may hold terminal control sequences;
-:func:`printable` turns every C0 and C1 control character and every lone surrogate into a
-visible escape before anything reaches the terminal. JSON output is ASCII with ``\\u`` escapes.
+:func:`effectledger.text.printable` (the one the library's explanations use) turns every control
+and format character and every lone surrogate into a visible escape before anything reaches the
+terminal. JSON output is ASCII with ``\\u`` escapes.
 Tables show ids and digests shortened (``--wide`` or ``--json`` give them in full); plain lines
 and the ``error [code]: message`` line are never wrapped.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -24,24 +24,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from effectledger.text import printable
+
 __all__ = ["SHORT_ID", "Output", "jsonable", "printable", "short", "short_reference"]
 
 SHORT_ID = 10
 """Characters of an id or digest a table shows without ``--wide``."""
-
-# C0 controls and DEL, C1 controls, and surrogates (only lone ones survive decoding).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def _escape_one(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character and lone surrogate replaced by a visible escape
-    (``\\x1b``, ``\\x85``, ``\\udc80``); nothing else changes."""
-    return _UNPRINTABLE.sub(_escape_one, text)
 
 
 def short(value: str | None, *, wide: bool = False) -> str:
