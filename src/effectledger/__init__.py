@@ -15,7 +15,7 @@ from effectledger.app import EffectLedger, connect
 from effectledger.app_async import AsyncEffectLedger, connect_async
 from effectledger.authority import Approval, Authority, CapacityUsage, Correlation, Proposal
 from effectledger.clock import Clock, ManualClock, SystemClock
-from effectledger.destinations import Destination, SubmissionOutcomeUnknown, ensure_matches
+from effectledger.destinations import Destination, ensure_matches
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver, SubmitMode
 from effectledger.errors import (
     AdmissionConflict,
@@ -26,7 +26,10 @@ from effectledger.errors import (
     ConcurrentModification,
     Conflict,
     ConstraintViolation,
+    DeliveryUncertain,
+    DestinationError,
     DestinationMismatch,
+    DestinationUnavailable,
     EffectLedgerError,
     EvidenceRequired,
     ExportCursorMismatch,
@@ -36,6 +39,7 @@ from effectledger.errors import (
     InvalidTransition,
     LogKeyInvalid,
     MissingAdmission,
+    MissingExtra,
     NotFound,
     NotPermitted,
     OperationIdTaken,
@@ -91,10 +95,13 @@ __all__ = [
     "Context",
     "Correlation",
     "Decision",
+    "DeliveryUncertain",
     "DenialReason",
     "Destination",
+    "DestinationError",
     "DestinationMismatch",
     "DestinationRef",
+    "DestinationUnavailable",
     "DispatchResult",
     "DueWork",
     "EffectLedger",
@@ -116,6 +123,7 @@ __all__ = [
     "LookupMode",
     "ManualClock",
     "MissingAdmission",
+    "MissingExtra",
     "NotFound",
     "NotPermitted",
     "Observation",
@@ -133,7 +141,6 @@ __all__ = [
     "StorageBusy",
     "StorageError",
     "Store",
-    "SubmissionOutcomeUnknown",
     "SubmitMode",
     "SystemClock",
     "TamperedCommand",

@@ -37,9 +37,15 @@ them.
     │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
     │                 event_inserted, operation_deleted, log_root_mismatch
     ├── DestinationMismatch               destination_mismatch (409)
+    ├── DestinationError                  destination_error (502)
+    │   ├── DeliveryUncertain             delivery_uncertain (502)
+    │   ├── DestinationUnavailable        destination_unavailable (503)
+    │   │   └── LookupNotSent             lookup_not_sent (503), in destinations.http
+    │   └── SecretUnavailable             secret_unavailable (502)
     ├── EvidenceRequired                  evidence_required (422)
     ├── ExportFailed                      export_failed (500)
     │   └── ExportCursorMismatch          export_cursor_mismatch (409)
+    ├── MissingExtra                      missing_extra (501)
     └── StorageError                      storage (503)
         ├── StorageBusy                   storage_busy (503)
         ├── ConstraintViolation           constraint_violation (409)
@@ -60,7 +66,10 @@ __all__ = [
     "ConcurrentModification",
     "Conflict",
     "ConstraintViolation",
+    "DeliveryUncertain",
+    "DestinationError",
     "DestinationMismatch",
+    "DestinationUnavailable",
     "EffectLedgerError",
     "EvidenceRequired",
     "ExportCursorMismatch",
@@ -71,11 +80,13 @@ __all__ = [
     "LogKeyInvalid",
     "MalformedRequest",
     "MissingAdmission",
+    "MissingExtra",
     "NotAuthenticated",
     "NotFound",
     "NotPermitted",
     "OperationIdTaken",
     "RequestTooLarge",
+    "SecretUnavailable",
     "StorageBusy",
     "StorageError",
     "TamperedCommand",
@@ -311,6 +322,40 @@ class DestinationMismatch(EffectLedgerError):
     status = 409
 
 
+class DestinationError(EffectLedgerError):
+    """A destination adapter could not give an answer; raised by adapters, caught by the executor.
+
+    The executor and the recovery worker never let these reach a caller: they record what they
+    mean (an uncertain outcome, a lookup to try again) and return a result.
+    """
+
+    code = "destination_error"
+    status = 502
+
+
+class DeliveryUncertain(DestinationError):
+    """A submission may have reached the destination: the executor records its outcome Unknown.
+
+    Raise it from a destination's ``submit`` when the request left the process and no answer
+    came back (a timeout, a dropped connection); recovery then asks the destination by key.
+    """
+
+    code = "delivery_uncertain"
+
+
+class DestinationUnavailable(DestinationError):
+    """The destination could not be reached to answer a lookup; recovery asks again later."""
+
+    code = "destination_unavailable"
+    status = 503
+
+
+class SecretUnavailable(DestinationError):
+    """A credential a destination needs could not be read; the request was not sent."""
+
+    code = "secret_unavailable"
+
+
 class EvidenceRequired(EffectLedgerError):
     """An observation claims acceptance without a provider reference and an evidence reference."""
 
@@ -330,6 +375,16 @@ class ExportCursorMismatch(ExportFailed):
 
     code = "export_cursor_mismatch"
     status = 409
+
+
+class MissingExtra(EffectLedgerError):
+    """A feature needs an optional extra that is not installed (details: ``extra``, ``missing``).
+
+    The message names the install command; nothing was attempted.
+    """
+
+    code = "missing_extra"
+    status = 501
 
 
 class StorageError(EffectLedgerError):

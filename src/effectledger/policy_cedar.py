@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from effectledger.errors import InvalidInput
+from effectledger.extras import require_extra
 from effectledger.model import Context
 from effectledger.policy import Decision, Tier
 
@@ -29,12 +30,9 @@ __all__ = ["CedarPolicy"]
 
 
 def _cedar() -> Any:
-    try:
-        import cedarpy
-    except ImportError as exc:  # pragma: no cover - depends on installed extras
-        raise InvalidInput(
-            "Cedar policies need the cedar extra: pip install 'effectledger[cedar]'"
-        ) from exc
+    require_extra("cedar", "Cedar policies")
+    import cedarpy
+
     return cedarpy
 
 

@@ -26,6 +26,7 @@ from effectledger.clock import ManualClock, SystemClock
 from effectledger.destinations.simulated import SimulatedReceiver, SubmitMode
 from effectledger.errors import EffectLedgerError, InvalidInput
 from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.extras import require_extra
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model import Context, DestinationRef
 from effectledger.service import EffectService
@@ -63,12 +64,9 @@ def register(commands: Commands) -> None:
 def _run(args: argparse.Namespace, out: Output) -> int:
     if not args.http:
         return run_demo(out, args.dir)
-    try:
-        from effectledger.cli.demo_http import run_http_demo
-    except ImportError as exc:
-        raise InvalidInput(
-            "demo --http needs the receiver extra: pip install 'effectledger[receiver]'"
-        ) from exc
+    require_extra("receiver", "demo --http")
+    from effectledger.cli.demo_http import run_http_demo
+
     return run_http_demo(out, _prepare(args.dir))
 
 

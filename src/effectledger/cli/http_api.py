@@ -19,6 +19,7 @@ from effectledger.callers.api_keys import ApiKeys
 from effectledger.cli.options import Commands, add_db, add_json, open_existing
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
+from effectledger.extras import require_extra
 from effectledger.service import EffectService
 from effectledger.store import open_store
 
@@ -89,14 +90,11 @@ def load_factory(spec: str) -> Any:
 
 
 def _serve(args: argparse.Namespace, out: Output) -> int:
-    try:
-        import uvicorn
+    require_extra("server", "serve")
+    import uvicorn
 
-        from effectledger.callers.http_api import create_app
-    except ImportError as exc:
-        raise InvalidInput(
-            "serve needs the server extra: pip install 'effectledger[server]'"
-        ) from exc
+    from effectledger.callers.http_api import create_app
+
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
     service = load_factory(args.service)(args.db)

@@ -8,6 +8,7 @@ import os
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
+from effectledger.extras import require_extra
 
 __all__ = ["register"]
 
@@ -44,12 +45,9 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             raise InvalidInput(
                 f"environment variable {args.token_env} is not set", field="token_env"
             )
-    try:
-        from effectledger.receiver.server import run_receiver
-    except ImportError as exc:
-        raise InvalidInput(
-            "the receiver needs the receiver extra: pip install 'effectledger[receiver]'"
-        ) from exc
+    require_extra("receiver", "The receiver")
+    from effectledger.receiver.server import run_receiver
+
     out.line(f"serving the reference receiver on http://{args.host}:{args.port}", err=True)
     run_receiver(args.db, port=args.port, host=args.host, token=token)
     return 0

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from effectledger.errors import DestinationMismatch
+from effectledger.errors import DeliveryUncertain, DestinationMismatch, DestinationUnavailable
 from effectledger.model import Command, DestinationRef, Observation
 
-__all__ = ["Destination", "SubmissionOutcomeUnknown", "ensure_matches"]
-
-
-class SubmissionOutcomeUnknown(Exception):
-    """Raised by an adapter when a submission may have reached the destination."""
+__all__ = ["DeliveryUncertain", "Destination", "DestinationUnavailable", "ensure_matches"]
 
 
 @runtime_checkable
@@ -25,7 +21,7 @@ class Destination(Protocol):
 
     ``account_id`` and ``endpoint`` must describe the adapter's authenticated client, read-only.
     ``submit`` returns an :class:`Observation` when the destination answered; it raises
-    :class:`SubmissionOutcomeUnknown` (or any exception) when it cannot tell. ``lookup`` answers
+    :class:`DeliveryUncertain` (or any exception) when it cannot tell. ``lookup`` answers
     ``Unknown`` for "not found" or stale information: absence is never proof.
     """
 

@@ -51,7 +51,7 @@ from effectledger.destinations.http_exchange import (
     reference_from,
 )
 from effectledger.destinations.secrets import SecretHeader
-from effectledger.errors import InvalidInput
+from effectledger.errors import DestinationUnavailable, InvalidInput
 from effectledger.evidence import EvidencePolicy
 from effectledger.model import Command, Observation, Outcome
 
@@ -68,8 +68,16 @@ BodyBuilder = Callable[[Command, str], Any]
 """Builds a request's JSON body from the command and its idempotency key."""
 
 
-class LookupNotSent(Exception):
-    """A lookup could not be sent (no connection): nothing was learned, try again later."""
+class LookupNotSent(DestinationUnavailable):
+    """A lookup could not be sent (no connection): nothing was learned, try again later.
+
+    ``details["reason"]`` says why (``connect``, ``secret_unavailable``, ...).
+    """
+
+    code = "lookup_not_sent"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the lookup could not be sent ({reason})", reason=reason)
 
 
 def _arguments_body(command: Command, key: str) -> Any:

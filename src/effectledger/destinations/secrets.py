@@ -13,11 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from effectledger.errors import SecretUnavailable
+
 __all__ = ["SecretHeader", "SecretUnavailable", "callable_secret", "env_secret", "file_secret"]
-
-
-class SecretUnavailable(Exception):
-    """A configured secret could not be read; the message names its source, never a value."""
 
 
 @dataclass(frozen=True, slots=True)

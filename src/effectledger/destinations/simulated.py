@@ -22,9 +22,14 @@ from pathlib import Path
 
 from effectledger._failpoints import crash_point
 from effectledger.canonical import canonical_bytes, fingerprint
-from effectledger.destinations import SubmissionOutcomeUnknown
-from effectledger.errors import InvalidInput, NotFound
+from effectledger.errors import (
+    DeliveryUncertain,
+    DestinationUnavailable,
+    InvalidInput,
+    NotFound,
+)
 from effectledger.model import Command, DestinationRef, Observation, Outcome
+from effectledger.store.queries import fill, load_statements, read_sql
 
 __all__ = [
     "DestinationUnavailable",
@@ -35,27 +40,7 @@ __all__ = [
     "SubmitMode",
 ]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS effects (
-    idempotency_key    TEXT PRIMARY KEY,
-    fingerprint        TEXT NOT NULL,
-    command_json       TEXT NOT NULL,
-    provider_reference TEXT NOT NULL,
-    created_ns         INTEGER NOT NULL,
-    operation_id       TEXT,
-    proposal_id        TEXT,
-    approval_id        TEXT,
-    digest             TEXT,
-    amount             INTEGER,
-    unit               TEXT
-);
-CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO counters VALUES ('submissions', 0), ('lookups', 0), ('conflicts', 0);
-"""
-
-
-class DestinationUnavailable(Exception):
-    """The destination could not be reached to answer a lookup."""
+_SQL = load_statements("simulated", "queries.sql")
 
 
 class SubmitMode(enum.StrEnum):
@@ -146,11 +131,13 @@ class SimulatedReceiver:
         self.submit_mode = submit_mode
         self.lookup_mode = lookup_mode
         self.reply_delay_s = reply_delay_s
-        self._synchronous = synchronous
+        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise InvalidInput("synchronous is OFF, NORMAL, FULL or EXTRA", field="synchronous")
+        self._synchronous = synchronous.upper()
         self._local = threading.local()
         self._create = create
         if create:
-            self._connect().executescript(_SCHEMA)
+            self._connect().executescript(read_sql("simulated", "schema.sql"))
         else:
             self._check_existing()
 
@@ -168,8 +155,8 @@ class SimulatedReceiver:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._open()
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute(f"PRAGMA synchronous = {self._synchronous}")
+            connection.execute(_SQL["journal_mode_wal"])
+            connection.execute(fill(_SQL["synchronous"], level=self._synchronous))
             self._local.connection = connection
         return connection
 
@@ -189,8 +176,7 @@ class SimulatedReceiver:
         try:
             connection = self._open()
             try:
-                connection.execute("SELECT count(*) FROM effects").fetchone()
-                connection.execute("SELECT count(*) FROM counters").fetchone()
+                connection.execute(_SQL["check_tables"]).fetchone()
             finally:
                 connection.close()
         except sqlite3.DatabaseError as exc:
@@ -204,39 +190,35 @@ class SimulatedReceiver:
         return "rcpt-" + hashlib.sha256(key.encode()).hexdigest()[:20]
 
     def _count(self, connection: sqlite3.Connection, name: str) -> None:
-        connection.execute("UPDATE counters SET value = value + 1 WHERE name = ?", (name,))
+        connection.execute(_SQL["counter_add"], {"name": name})
 
     def submit(self, command: Command, key: str) -> Observation:
         """Perform ``command`` once under ``key`` (see the fault modes)."""
         mode = self.submit_mode
         connection = self._connect()
-        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(_SQL["begin_write"])
         try:
             self._count(connection, "submissions")
             if mode is SubmitMode.LOSE_REQUEST:
-                connection.execute("COMMIT")
-                raise SubmissionOutcomeUnknown("the request was lost on the way")
+                connection.execute(_SQL["commit"])
+                raise DeliveryUncertain("the request was lost on the way")
             if mode is SubmitMode.PERMANENT_REJECT:
-                connection.execute("COMMIT")
+                connection.execute(_SQL["commit"])
                 return Observation(
                     outcome=Outcome.PERMANENT_REJECTION,
                     evidence_reference=f"receiver-reject/{key}",
                 )
             if mode is SubmitMode.RETRYABLE_REJECT:
-                connection.execute("COMMIT")
+                connection.execute(_SQL["commit"])
                 return Observation(
                     outcome=Outcome.RETRYABLE_REJECTION,
                     evidence_reference=f"receiver-throttle/{key}",
                 )
             print_ = fingerprint(command)
-            existing = connection.execute(
-                "SELECT fingerprint, provider_reference, digest FROM effects"
-                " WHERE idempotency_key = ?",
-                (key,),
-            ).fetchone()
+            existing = connection.execute(_SQL["effect_by_key"], {"key": key}).fetchone()
             if existing is not None and (existing[0] != print_ or existing[2] != command.digest):
                 self._count(connection, "conflicts")
-                connection.execute("COMMIT")
+                connection.execute(_SQL["commit"])
                 return Observation(
                     outcome=Outcome.PERMANENT_REJECTION,
                     evidence_reference=f"receiver-conflict/{key}",
@@ -245,35 +227,35 @@ class SimulatedReceiver:
                 reference = self.receipt(key)
                 amount, unit = _amount_and_unit(command)
                 connection.execute(
-                    "INSERT INTO effects VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        key,
-                        print_,
-                        canonical_bytes(
+                    _SQL["effect_insert"],
+                    {
+                        "key": key,
+                        "fingerprint": print_,
+                        "command_json": canonical_bytes(
                             {"action": command.action, "arguments": command.arguments}
                         ).decode(),
-                        reference,
-                        time.time_ns(),
-                        command.operation_id,
-                        command.proposal_id,
-                        command.approval_id,
-                        command.digest,
-                        amount,
-                        unit,
-                    ),
+                        "provider_reference": reference,
+                        "created_ns": time.time_ns(),
+                        "operation_id": command.operation_id,
+                        "proposal_id": command.proposal_id,
+                        "approval_id": command.approval_id,
+                        "digest": command.digest,
+                        "amount": amount,
+                        "unit": unit,
+                    },
                 )
             else:
                 reference = existing[1]
-            connection.execute("COMMIT")
+            connection.execute(_SQL["commit"])
         except BaseException:
             if connection.in_transaction:
-                connection.execute("ROLLBACK")
+                connection.execute(_SQL["rollback"])
             raise
         crash_point("destination_committed")
         if self.reply_delay_s:
             time.sleep(self.reply_delay_s)
         if mode is SubmitMode.ACCEPT_THEN_LOSE_REPLY:
-            raise SubmissionOutcomeUnknown("the effect was performed but the reply was lost")
+            raise DeliveryUncertain("the effect was performed but the reply was lost")
         return Observation(
             outcome=Outcome.ACCEPTED,
             provider_reference=reference,
@@ -288,9 +270,7 @@ class SimulatedReceiver:
             raise DestinationUnavailable("the receiver did not answer the lookup")
         if self.lookup_mode is LookupMode.UNKNOWN:
             return Observation.unknown()
-        row = connection.execute(
-            "SELECT provider_reference FROM effects WHERE idempotency_key = ?", (key,)
-        ).fetchone()
+        row = connection.execute(_SQL["effect_reference"], {"key": key}).fetchone()
         if row is None:
             return Observation.unknown()
         return Observation(
@@ -303,8 +283,8 @@ class SimulatedReceiver:
     def counts(self) -> ReceiverCounts:
         """The receiver's counters and its number of effects."""
         connection = self._connect()
-        values = dict(connection.execute("SELECT name, value FROM counters").fetchall())
-        effects = connection.execute("SELECT count(*) FROM effects").fetchone()[0]
+        values = dict(connection.execute(_SQL["counters_all"]).fetchall())
+        effects = connection.execute(_SQL["effects_count"]).fetchone()[0]
         return ReceiverCounts(
             submissions=int(values["submissions"]),
             lookups=int(values["lookups"]),
@@ -314,15 +294,7 @@ class SimulatedReceiver:
 
     def effect(self, key: str) -> ReceivedEffect | None:
         """What the receiver keeps under ``key``: the command, what authorized it, the amount."""
-        row = (
-            self._connect()
-            .execute(
-                "SELECT provider_reference, command_json, operation_id, proposal_id, approval_id,"
-                " digest, amount, unit FROM effects WHERE idempotency_key = ?",
-                (key,),
-            )
-            .fetchone()
-        )
+        row = self._connect().execute(_SQL["effect_record"], {"key": key}).fetchone()
         if row is None:
             return None
         return ReceivedEffect(
@@ -339,11 +311,7 @@ class SimulatedReceiver:
 
     def effects_for(self, key: str) -> int:
         """How many effects were performed under ``key`` (0 or 1)."""
-        row = (
-            self._connect()
-            .execute("SELECT count(*) FROM effects WHERE idempotency_key = ?", (key,))
-            .fetchone()
-        )
+        row = self._connect().execute(_SQL["effects_for_key"], {"key": key}).fetchone()
         return int(row[0])
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The reference receiver's own SQLite store: one effect per ``(collection, key)``, and counters.
 
-Its SQL lives in ``receiver/sql/`` (schema and named queries), as the ledger's does. A submission
+Its SQL lives in ``sql/receiver/`` (schema and named statements), as the ledger's does. A submission
 decides in one ``BEGIN IMMEDIATE`` transaction whether it performs a new effect, replays an
 earlier one, or conflicts, so the effect count is exact however requests interleave.
 """
@@ -8,31 +8,16 @@ earlier one, or conflicts, so the effect count is exact however requests interle
 from __future__ import annotations
 
 import hashlib
-import re
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from effectledger.store.queries import load_statements, read_sql
+
 __all__ = ["ReceiverCounts", "ReceiverStore", "Submission"]
-
-_NAME = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
-
-
-def _sql(filename: str) -> str:
-    folder = resources.files("effectledger.receiver").joinpath("sql")
-    return folder.joinpath(filename).read_text("utf-8")
-
-
-@cache
-def _queries() -> dict[str, str]:
-    parts = _NAME.split(_sql("queries.sql"))
-    pairs = zip(parts[1::2], parts[2::2], strict=True)
-    return {name: body.strip().rstrip(";") for name, body in pairs}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +52,13 @@ class ReceiverStore:
             self.path, isolation_level=None, timeout=10, check_same_thread=False
         )
         self._connection.row_factory = sqlite3.Row
-        self._connection.execute("PRAGMA journal_mode = WAL")
-        # Surviving a killed process is what the fault tests need, not a power cut.
-        self._connection.execute("PRAGMA synchronous = NORMAL")
-        self._connection.executescript(_sql("schema.sql"))
+        self._queries = load_statements("receiver", "queries.sql")
+        self._run("journal_mode_wal")
+        self._run("synchronous_normal")
+        self._connection.executescript(read_sql("receiver", "schema.sql"))
 
     def _run(self, query: str, /, **params: Any) -> sqlite3.Cursor:
-        return self._connection.execute(_queries()[query], params)
+        return self._connection.execute(self._queries[query], params)
 
     @staticmethod
     def reference(collection: str, key: str) -> str:
@@ -85,7 +70,7 @@ class ReceiverStore:
     ) -> Submission:
         """Perform the effect once per key; ``hold`` leaves it ``processing`` until completed."""
         with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
+            self._run("begin_write")
             try:
                 self._run("counter_add", name="submissions")
                 row = self._run("effect_get", collection=collection, key=key).fetchone()
@@ -116,10 +101,10 @@ class ReceiverStore:
                     found = Submission(
                         verdict, row["provider_reference"], row["state"], row["created_ns"]
                     )
-                self._connection.execute("COMMIT")
+                self._run("commit")
             except BaseException:
                 if self._connection.in_transaction:
-                    self._connection.execute("ROLLBACK")
+                    self._run("rollback")
                 raise
         return found
 

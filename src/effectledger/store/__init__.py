@@ -126,12 +126,11 @@ def open_store(url: str, **options: Any) -> Store:
 
         return SQLiteStore.from_url(url, **options)
     if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
-        try:
-            from effectledger.store.postgres import PostgresStore
-        except ImportError as exc:  # pragma: no cover - depends on installed extras
-            raise InvalidInput(
-                "PostgreSQL needs the postgres extra: pip install 'effectledger[postgres]'"
-            ) from exc
+        from effectledger.extras import require_extra
+
+        require_extra("postgres", "PostgreSQL")
+        from effectledger.store.postgres import PostgresStore
+
         store: Store = PostgresStore.from_url(url, **options)
         return store
     if not isinstance(url, str):

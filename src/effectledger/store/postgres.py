@@ -9,8 +9,9 @@ or on a connection lost before ``COMMIT`` was sent, is re-run on a fresh connect
 number of times. A connection lost while ``COMMIT`` was in flight cannot be re-run: it raises
 :class:`~effectledger.errors.CommitUncertain` and the caller must check what was stored.
 
-Driver errors are translated into :mod:`effectledger.errors` in :func:`_translate`, and only
-there.
+Driver errors are translated into :mod:`effectledger.errors` in
+:func:`effectledger.store.postgres_errors.translate`, and only there; the schema's creation and
+migrations are in :mod:`effectledger.store.postgres_schema`.
 """
 
 from __future__ import annotations
@@ -24,22 +25,17 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
-from effectledger.errors import (
-    CommitUncertain,
-    ConstraintViolation,
-    InvalidInput,
-    NotFound,
-    StorageBusy,
-    StorageError,
-)
+from effectledger.errors import InvalidInput, StorageError
 from effectledger.store import Row, redact, refuse_unstorable_text
-from effectledger.store.queries import load_queries, migrations
+from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
+from effectledger.store.postgres_schema import check_existing, migrate
+from effectledger.store.queries import load_queries, load_statements
+from effectledger.store.retry import RetryBudget
 
 __all__ = ["PostgresStore"]
 
@@ -58,81 +54,8 @@ _STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "migrate": lambda value: value.lower() in {"1", "true", "yes", "on"},
 }
 _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless told otherwise
-
-# Statements of the store's own bookkeeping; the ledger's statements are named queries.
-_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
-# A write with a time budget: its timeouts are set in the same round trip as BEGIN and last
-# until the transaction ends (SET LOCAL). Sent without parameters, so as one simple query.
-_BEGIN_BUDGETED_WRITE = sql.SQL(
-    "BEGIN ISOLATION LEVEL READ COMMITTED;"
-    " SET LOCAL lock_timeout = {lock}; SET LOCAL statement_timeout = {statement}"
-)
-_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-_COMMIT = "COMMIT"
-_ROLLBACK = "ROLLBACK"
-_SET_SEARCH_PATH = "SELECT set_config('search_path', %(schema)s, false)"
-_SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %(lock_timeout)s, false)"
-# One lock per search_path: concurrent processes configured alike migrate one at a time.
-_MIGRATION_LOCK = (
-    "SELECT pg_advisory_xact_lock("
-    "hashtextextended('effectledger.migrate:' || current_setting('search_path'), 0))"
-)
-_CREATE_SCHEMA = (
-    "DO $$ BEGIN "
-    "EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', current_setting('search_path')); "
-    "END $$"
-)
-_CREATE_MIGRATIONS = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-    " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_us BIGINT NOT NULL)"
-)
-_MIGRATION_DONE = "SELECT 1 AS present FROM schema_migrations WHERE version = %(version)s"
-_MIGRATION_RECORD = (
-    "INSERT INTO schema_migrations (version, name, applied_us)"
-    " VALUES (%(version)s, %(name)s, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)"
-)
-
-# SQLSTATEs after which re-running the whole transaction is the documented remedy.
-_RETRY_STATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
-# lock_not_available, too_many_connections, query_canceled (a write's time budget ran out)
-_BUSY_STATES = _RETRY_STATES | {"55P03", "53300", "57014"}
-
-
-class _Lost(Exception):
-    """The connection broke; ``at_commit`` says whether COMMIT may have reached the server."""
-
-    def __init__(self, error: psycopg.Error, *, at_commit: bool) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.at_commit = at_commit
-
-
-def _translate(exc: BaseException, label: str, *, attempts: int = 1) -> StorageError:
-    """The one place where driver and pool errors become effectledger errors."""
-    if isinstance(exc, _Lost):
-        if exc.at_commit:
-            return CommitUncertain(
-                f"{label}: the connection was lost while COMMIT was in flight; the transaction "
-                "may or may not have committed",
-                label=label,
-            )
-        return StorageError(redact(f"{label}: the connection to PostgreSQL was lost: {exc.error}"))
-    if isinstance(exc, PoolTimeout):
-        return StorageBusy(f"{label}: no database connection became free in time", label=label)
-    if isinstance(exc, psycopg.Error):
-        state = exc.sqlstate or ""
-        if isinstance(exc, psycopg.IntegrityError) or state.startswith("23"):
-            return ConstraintViolation(redact(f"{label}: the database refused the write: {exc}"))
-        if state in _BUSY_STATES:
-            return StorageBusy(
-                f"{label}: the database stayed contended ({state})", attempts=attempts
-            )
-        if isinstance(exc, pg_errors.UndefinedTable):
-            return StorageError(
-                redact(f"{label}: the ledger schema is missing; run migrate: {exc}")
-            )
-        return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))
-    return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))  # pragma: no cover
+_OWN = load_statements("postgres", "store.sql")  # the store's own statements
+_BEGIN_BUDGETED_WRITE = sql.SQL(_OWN["begin_budgeted_write"])
 
 
 class _Transaction:
@@ -216,7 +139,7 @@ class PostgresStore:
         )
         self._pool_open = False
         if not create:  # read the schema as it is: never create or migrate it
-            self._check_existing()
+            check_existing(self._connect, self.schema)
         elif migrate:
             self.migrate()  # on a connection of its own: a bad URL fails here, with the reason
 
@@ -250,8 +173,18 @@ class PostgresStore:
     def _configure(self, connection: _Connection) -> None:
         """Give every new pooled connection the store's search path and lock timeout."""
         if self.schema is not None:
-            connection.execute(_SET_SEARCH_PATH, {"schema": self.schema})
-        connection.execute(_SET_LOCK_TIMEOUT, {"lock_timeout": f"{self.lock_timeout_ms}ms"})
+            connection.execute(_OWN["set_search_path"], {"schema": self.schema})
+        connection.execute(_OWN["set_lock_timeout"], {"lock_timeout": f"{self.lock_timeout_ms}ms"})
+
+    def _connect(self) -> _Connection:
+        """A configured connection of its own, outside the pool (schema work)."""
+        connection = _Connection.connect(self._conninfo, **self._connect_options)
+        try:
+            self._configure(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
     def _checked_pool(self) -> ConnectionPool[_Connection]:
         if os.getpid() != self._pid:
@@ -298,17 +231,17 @@ class PostgresStore:
                 result = body(_Transaction(cursor, self._queries))
             except psycopg.Error as exc:
                 if connection.broken:
-                    raise _Lost(exc, at_commit=False) from exc
+                    raise Lost(exc, at_commit=False) from exc
                 _rollback(connection)
                 raise
             except BaseException:
                 _rollback(connection)
                 raise
             try:
-                cursor.execute(_COMMIT)
+                cursor.execute(_OWN["commit"])
             except psycopg.Error as exc:
                 if connection.broken:
-                    raise _Lost(exc, at_commit=True) from exc
+                    raise Lost(exc, at_commit=True) from exc
                 raise  # the server answered COMMIT with an error: it rolled back
             return result
 
@@ -327,26 +260,22 @@ class PostgresStore:
         label: str,
         budget_s: float | None = None,
     ) -> T:
-        deadline = None if budget_s is None else time.monotonic() + budget_s
-        for attempt in range(1, self.max_attempts + 1):
+        retries = RetryBudget(label, self.max_attempts, budget_s)
+        for attempt in retries.attempts():
             opening: str | sql.Composed = begin
-            if deadline is not None:  # only writes have a budget
-                if _left_s(deadline) <= 0:
-                    raise StorageBusy(
-                        f"{label}: the write's time budget ran out", attempts=attempt - 1
-                    )
-                opening = self._begin_write_until(deadline)
+            if retries.deadline is not None:  # only writes have a budget
+                opening = self._begin_write_until(retries.deadline)
             try:
-                return self._attempt(body, opening, deadline)
-            except _Lost as exc:
-                if not exc.at_commit and attempt < self.max_attempts:
+                return self._attempt(body, opening, retries.deadline)
+            except Lost as exc:
+                if not exc.at_commit and retries.may_retry():
                     self._discard_broken()
                     continue  # nothing was committed: run it again on a sound connection
-                raise _translate(exc, label) from exc.error
+                raise translate(exc, label) from exc.error
             except psycopg.Error as exc:
-                if (exc.sqlstate or "") in _RETRY_STATES and attempt < self.max_attempts:
+                if (exc.sqlstate or "") in RETRY_STATES and retries.may_retry():
                     continue
-                raise _translate(exc, label, attempts=attempt) from exc  # also PoolTimeout
+                raise translate(exc, label, attempts=attempt) from exc  # also PoolTimeout
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write(
@@ -367,32 +296,33 @@ class PostgresStore:
         shorter), and no re-run starts once it is spent. Running out raises
         :class:`StorageBusy` and nothing is committed.
         """
-        return self._run(body, _BEGIN_WRITE, label, budget_s)
+        return self._run(body, _OWN["begin_write"], label, budget_s)
 
     def read(self, body: Callable[[_Transaction], T]) -> T:
         """Run ``body`` in a read-only REPEATABLE READ transaction: one consistent snapshot."""
-        return self._run(body, _BEGIN_READ, "read")
+        return self._run(body, _OWN["begin_read"], "read")
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name, re-run on a fresh connection if the connection broke."""
         refuse_unstorable_text(params)
         query = self._queries[name]
-        for attempt in range(1, self.max_attempts + 1):
+        retries = RetryBudget(name, self.max_attempts)
+        for _ in retries.attempts():
             try:
                 with self._checked_pool().connection() as connection:
                     try:
                         return connection.execute(query, params).fetchone()
                     except psycopg.Error as exc:
                         if connection.broken:
-                            raise _Lost(exc, at_commit=False) from exc
+                            raise Lost(exc, at_commit=False) from exc
                         raise
-            except _Lost as exc:
-                if attempt < self.max_attempts:
+            except Lost as exc:
+                if retries.may_retry():
                     self._discard_broken()
                     continue
-                raise _translate(exc, name) from exc.error
+                raise translate(exc, name) from exc.error
             except psycopg.Error as exc:  # also PoolTimeout
-                raise _translate(exc, name) from exc
+                raise translate(exc, name) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- schema --------------------------------------------------------------------------
@@ -404,46 +334,7 @@ class PostgresStore:
         lock, so processes that start together apply each migration once and the others find it
         recorded.
         """
-        applied: list[int] = []
-        try:
-            with _Connection.connect(self._conninfo, **self._connect_options) as connection:
-                self._configure(connection)
-                # A long migration elsewhere is waited for, not given up on.
-                connection.execute(_SET_LOCK_TIMEOUT, {"lock_timeout": "0"})
-                for version, name, sql in migrations("postgres"):
-                    with connection.transaction():
-                        connection.execute(_MIGRATION_LOCK)
-                        if self.schema is not None:
-                            connection.execute(_CREATE_SCHEMA)
-                        connection.execute(_CREATE_MIGRATIONS)
-                        if connection.execute(_MIGRATION_DONE, {"version": version}).fetchone():
-                            continue
-                        connection.execute(sql)  # no parameters: sent as one script
-                        connection.execute(_MIGRATION_RECORD, {"version": version, "name": name})
-                    applied.append(version)
-        except psycopg.Error as exc:
-            raise _translate(exc, "migrate") from exc
-        return applied
-
-    def _check_existing(self) -> None:
-        """Raise unless the ledger schema exists here and is current; change nothing."""
-        latest = migrations("postgres")[-1][0]
-        try:
-            with _Connection.connect(self._conninfo, **self._connect_options) as connection:
-                self._configure(connection)
-                row = connection.execute(self._queries["schema_version"]).fetchone()
-        except pg_errors.UndefinedTable as exc:
-            where = f"schema {self.schema}" if self.schema else "this database"
-            raise NotFound(
-                f"no ledger schema in {where}; `effectledger migrate` creates it",
-                reason="no_database",
-            ) from exc
-        except psycopg.Error as exc:
-            raise _translate(exc, "open") from exc
-        if row is None or row["version"] is None or row["version"] < latest:
-            raise InvalidInput(
-                "the ledger schema is behind; run `effectledger migrate`", reason="schema_behind"
-            )
+        return migrate(self._connect, create_schema=self.schema is not None)
 
     def __repr__(self) -> str:
         parts = urlsplit(self.url)
@@ -463,4 +354,4 @@ def _rollback(connection: _Connection) -> None:
     """Roll back the open transaction; a broken connection is discarded by the pool anyway."""
     if not connection.broken:
         with contextlib.suppress(psycopg.Error):
-            connection.execute(_ROLLBACK)
+            connection.execute(_OWN["rollback"])

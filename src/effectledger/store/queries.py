@@ -1,7 +1,11 @@
 """Named queries: SQL kept as data in ``sql/<dialect>/queries.sql``.
 
 A file holds blocks that start with ``-- name: <name>``; everything up to the next such line is
-the statement. Python code runs statements by name and never assembles SQL text.
+the statement. Python code runs statements by name and never assembles SQL text. Besides the
+ledger's ``queries.sql`` (the same names in every dialect), each dialect has ``store.sql``: the
+store's own bookkeeping (transactions, connection settings, the migrations table). A few of those
+are templates (PRAGMA takes no bound parameters): :func:`fill` puts in a whole number or a word
+from a fixed list, and nothing else.
 """
 
 from __future__ import annotations
@@ -10,29 +14,57 @@ import re
 from functools import cache
 from importlib import resources
 
-__all__ = ["DIALECTS", "load_queries", "migrations", "schema"]
+__all__ = [
+    "DIALECTS",
+    "fill",
+    "load_queries",
+    "load_statements",
+    "migrations",
+    "read_sql",
+    "schema",
+]
 
 DIALECTS = ("sqlite", "postgres")
 _NAME = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
-def _read(dialect: str, filename: str) -> str:
-    return resources.files("effectledger").joinpath("sql", dialect, filename).read_text("utf-8")
+def read_sql(folder: str, filename: str) -> str:
+    """The text of ``sql/<folder>/<filename>`` shipped with the package."""
+    return resources.files("effectledger").joinpath("sql", folder, filename).read_text("utf-8")
 
 
 @cache
 def load_queries(dialect: str) -> dict[str, str]:
-    """Every named statement of ``dialect``, by name, comments and trailing ``;`` removed."""
-    text = _read(dialect, "queries.sql")
+    """The ledger's named statements in ``dialect``, comments and trailing ``;`` removed."""
+    return load_statements(dialect, "queries.sql")
+
+
+@cache
+def load_statements(folder: str, filename: str) -> dict[str, str]:
+    """The named statements of ``sql/<folder>/<filename>``, by name."""
+    text = read_sql(folder, filename)
     parts = _NAME.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
         statement = "\n".join(lines).strip().rstrip(";").strip()
         if name in queries:
-            raise ValueError(f"query {name!r} is defined twice for {dialect}")
+            raise ValueError(f"query {name!r} is defined twice in {folder}/{filename}")
         queries[name] = statement
     return queries
+
+
+def fill(template: str, **values: int | str) -> str:
+    """``template`` with each ``{name}`` replaced by a whole number or a bare upper-case word.
+
+    For statements that cannot take bound parameters (SQLite's PRAGMA). Anything else is refused,
+    so no caller can smuggle text into SQL through here.
+    """
+    for name, value in values.items():
+        word = isinstance(value, str) and value.isalpha() and value.isupper()
+        if isinstance(value, bool) or not (isinstance(value, int) or word):
+            raise ValueError(f"{name}: a statement template takes a number or a bare word")
+    return template.format(**values)
 
 
 def migrations(dialect: str) -> list[tuple[int, str, str]]:
@@ -52,4 +84,4 @@ def migrations(dialect: str) -> list[tuple[int, str, str]]:
 
 def schema(dialect: str) -> str:
     """The current complete schema of ``dialect`` (``schema.sql``)."""
-    return _read(dialect, "schema.sql")
+    return read_sql(dialect, "schema.sql")

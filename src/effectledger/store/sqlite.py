@@ -25,7 +25,8 @@ from effectledger.errors import (
     StorageError,
 )
 from effectledger.store import Row, refuse_unstorable_text
-from effectledger.store.queries import load_queries, migrations
+from effectledger.store.queries import fill, load_queries, load_statements, migrations
+from effectledger.store.retry import RetryBudget
 
 __all__ = ["SQLiteStore"]
 
@@ -97,6 +98,7 @@ class SQLiteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self.max_attempts = max_attempts
         self._queries = load_queries("sqlite")
+        self._own = load_statements("sqlite", "store.sql")
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -180,12 +182,12 @@ class SQLiteStore:
         try:
             connection = self._open()
             connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            connection.execute("PRAGMA foreign_keys = ON")
+            self._set_busy_timeout(connection, self.busy_timeout_ms)
+            connection.execute(self._own["foreign_keys_on"])
             mode = self._switch_to_wal(connection)
             if mode.lower() != "wal":
                 raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
-            connection.execute(f"PRAGMA synchronous = {self.synchronous}")
+            connection.execute(fill(self._own["synchronous"], level=self.synchronous))
         except sqlite3.Error as exc:
             raise _translate(exc, f"opening {self.path}") from exc
         with self._lock:
@@ -198,11 +200,14 @@ class SQLiteStore:
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while True:
             try:
-                return str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+                return str(connection.execute(self._own["journal_mode_wal"]).fetchone()[0])
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.001)
+
+    def _set_busy_timeout(self, connection: sqlite3.Connection, milliseconds: int) -> None:
+        connection.execute(fill(self._own["busy_timeout"], milliseconds=int(milliseconds)))
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # a forked child must never reuse the parent's handles
@@ -240,69 +245,59 @@ class SQLiteStore:
         if shorter), restored afterwards, and no attempt starts once the budget is spent.
         """
         connection = self._connection()
+        retries = RetryBudget(label, self.max_attempts, budget_s)
         if budget_s is None:
-            return self._write(connection, body, label, None)
-        deadline = time.monotonic() + budget_s
+            return self._write(connection, body, retries)
         try:
-            return self._write(connection, body, label, deadline)
+            return self._write(connection, body, retries)
         finally:
             with contextlib.suppress(sqlite3.Error):
-                connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                self._set_busy_timeout(connection, self.busy_timeout_ms)
 
     def _write(
         self,
         connection: sqlite3.Connection,
         body: Callable[[_Transaction], T],
-        label: str,
-        deadline: float | None,
+        retries: RetryBudget,
     ) -> T:
-        for attempt in range(1, self.max_attempts + 1):
-            timeout_ms: int | None = None
-            if deadline is not None:
-                left_ms = int((deadline - time.monotonic()) * 1000)
-                if left_ms <= 0:
-                    raise StorageBusy(
-                        f"{label}: the write's time budget ran out", attempts=attempt - 1
-                    )
-                timeout_ms = min(left_ms, int(self.busy_timeout_ms))
+        own = self._own
+        begin, commit, rollback = own["begin_write"], own["commit"], own["rollback"]
+        for attempt in retries.attempts():
             try:
-                if timeout_ms is not None:
-                    connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+                if retries.deadline is not None:  # wait for the lock no longer than is left
+                    left_ms = max(1, int(retries.left_s() * 1000))
+                    self._set_busy_timeout(connection, min(left_ms, self.busy_timeout_ms))
                 # Spelled out rather than a context manager: this is every write's hot path.
-                connection.execute("BEGIN IMMEDIATE")
+                connection.execute(begin)
                 try:
                     result = body(_Transaction(connection, self._queries))
                 except BaseException:
                     if connection.in_transaction:
-                        connection.execute("ROLLBACK")
+                        connection.execute(rollback)
                     raise
-                connection.execute("COMMIT")
+                connection.execute(commit)
                 return result
             except sqlite3.Error as exc:
                 if connection.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
-                        connection.execute("ROLLBACK")
+                        connection.execute(rollback)
                 pause = 0.005 * attempt
-                if (
-                    _is_busy(exc)
-                    and attempt < self.max_attempts
-                    and (deadline is None or time.monotonic() + pause < deadline)
-                ):
+                if _is_busy(exc) and retries.may_retry(pause):
                     time.sleep(pause)
                     continue
-                raise _translate(exc, label, attempts=attempt) from exc
+                raise _translate(exc, retries.label, attempts=attempt) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def read(self, body: Callable[[_Transaction], T]) -> T:
         """Run ``body`` in a deferred (read) transaction: one consistent snapshot."""
         connection = self._connection()
         try:
-            connection.execute("BEGIN")
+            connection.execute(self._own["begin_read"])
             try:
                 return body(_Transaction(connection, self._queries))
             finally:
                 if connection.in_transaction:
-                    connection.execute("COMMIT")
+                    connection.execute(self._own["commit"])
         except sqlite3.Error as exc:
             raise _translate(exc, "read") from exc
 
@@ -322,31 +317,32 @@ class SQLiteStore:
         connection = self._connection()
         applied: list[int] = []
         try:
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_us INTEGER NOT NULL)"
-            )
+            connection.execute(self._own["migrations_create"])
             for version, name, sql in migrations("sqlite"):
-                connection.execute("BEGIN IMMEDIATE")
+                connection.execute(self._own["begin_write"])
                 try:
                     done = connection.execute(
-                        "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                        self._own["migration_done"], {"version": version}
                     ).fetchone()
                     if done is None:
                         for statement in _statements(sql):
                             connection.execute(statement)
                         connection.execute(
-                            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                            (version, name, time.time_ns() // 1000),
+                            self._own["migration_record"],
+                            {"version": version, "name": name, "applied_us": _now_us()},
                         )
                         applied.append(version)
-                    connection.execute("COMMIT")
+                    connection.execute(self._own["commit"])
                 except BaseException:
-                    connection.execute("ROLLBACK")
+                    connection.execute(self._own["rollback"])
                     raise
         except sqlite3.Error as exc:
             raise _translate(exc, "migrate") from exc
         return applied
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
 
 
 def _statements(script: str) -> Iterator[str]:

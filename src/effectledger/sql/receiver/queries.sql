@@ -22,3 +22,21 @@ SELECT count(*) AS effects FROM effects;
 
 -- name: effects_for_key
 SELECT count(*) AS effects FROM effects WHERE idempotency_key = :key;
+
+-- The store's own statements.
+
+-- name: journal_mode_wal
+PRAGMA journal_mode = WAL;
+
+-- name: synchronous_normal
+-- Surviving a killed process is what the fault tests need, not a power cut.
+PRAGMA synchronous = NORMAL;
+
+-- name: begin_write
+BEGIN IMMEDIATE;
+
+-- name: commit
+COMMIT;
+
+-- name: rollback
+ROLLBACK;

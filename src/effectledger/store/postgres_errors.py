@@ -1,0 +1,58 @@
+"""The one place where psycopg's and the pool's errors become effectledger errors."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import PoolTimeout
+
+from effectledger.errors import CommitUncertain, ConstraintViolation, StorageBusy, StorageError
+from effectledger.store import redact
+
+__all__ = ["RETRY_STATES", "Lost", "translate"]
+
+# SQLSTATEs after which re-running the whole transaction is the documented remedy.
+RETRY_STATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+# lock_not_available, too_many_connections, query_canceled (a write's time budget ran out)
+_BUSY_STATES = RETRY_STATES | {"55P03", "53300", "57014"}
+
+
+class Lost(Exception):
+    """The connection broke; ``at_commit`` says whether COMMIT may have reached the server.
+
+    Internal to the PostgreSQL store: :func:`translate` turns it into :class:`CommitUncertain`
+    or :class:`StorageError` before it leaves the store.
+    """
+
+    def __init__(self, error: psycopg.Error, *, at_commit: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.at_commit = at_commit
+
+
+def translate(exc: BaseException, label: str, *, attempts: int = 1) -> StorageError:
+    """The effectledger error for a driver or pool error raised while running ``label``."""
+    if isinstance(exc, Lost):
+        if exc.at_commit:
+            return CommitUncertain(
+                f"{label}: the connection was lost while COMMIT was in flight; the transaction "
+                "may or may not have committed",
+                label=label,
+            )
+        return StorageError(redact(f"{label}: the connection to PostgreSQL was lost: {exc.error}"))
+    if isinstance(exc, PoolTimeout):
+        return StorageBusy(f"{label}: no database connection became free in time", label=label)
+    if isinstance(exc, psycopg.Error):
+        state = exc.sqlstate or ""
+        if isinstance(exc, psycopg.IntegrityError) or state.startswith("23"):
+            return ConstraintViolation(redact(f"{label}: the database refused the write: {exc}"))
+        if state in _BUSY_STATES:
+            return StorageBusy(
+                f"{label}: the database stayed contended ({state})", attempts=attempts
+            )
+        if isinstance(exc, pg_errors.UndefinedTable):
+            return StorageError(
+                redact(f"{label}: the ledger schema is missing; run migrate: {exc}")
+            )
+        return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))
+    return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))  # pragma: no cover

@@ -1,0 +1,65 @@
+"""The PostgreSQL ledger schema: apply migrations, or check that an existing schema is current."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import DictRow
+
+from effectledger.errors import InvalidInput, NotFound
+from effectledger.store.postgres_errors import translate
+from effectledger.store.queries import load_queries, load_statements, migrations
+
+__all__ = ["check_existing", "migrate"]
+
+_Connect = Callable[[], psycopg.Connection[DictRow]]
+
+
+def migrate(connect: _Connect, *, create_schema: bool) -> list[int]:
+    """Apply pending migrations on a connection of its own; return the versions applied.
+
+    Each migration is one transaction that first takes an advisory lock on the search path, so
+    processes that start together apply it once and the others find it recorded.
+    """
+    own = load_statements("postgres", "store.sql")
+    applied: list[int] = []
+    try:
+        with connect() as connection:
+            # A long migration elsewhere is waited for, not given up on.
+            connection.execute(own["set_lock_timeout"], {"lock_timeout": "0"})
+            for version, name, script in migrations("postgres"):
+                with connection.transaction():
+                    connection.execute(own["migration_lock"])
+                    if create_schema:
+                        connection.execute(own["schema_create"])
+                    connection.execute(own["migrations_create"])
+                    if connection.execute(own["migration_done"], {"version": version}).fetchone():
+                        continue
+                    connection.execute(script)  # no parameters: sent as one script
+                    connection.execute(own["migration_record"], {"version": version, "name": name})
+                applied.append(version)
+    except psycopg.Error as exc:
+        raise translate(exc, "migrate") from exc
+    return applied
+
+
+def check_existing(connect: _Connect, schema: str | None) -> None:
+    """Raise unless the ledger schema exists and is current; change nothing."""
+    latest = migrations("postgres")[-1][0]
+    try:
+        with connect() as connection:
+            row = connection.execute(load_queries("postgres")["schema_version"]).fetchone()
+    except pg_errors.UndefinedTable as exc:
+        where = f"schema {schema}" if schema else "this database"
+        raise NotFound(
+            f"no ledger schema in {where}; `effectledger migrate` creates it",
+            reason="no_database",
+        ) from exc
+    except psycopg.Error as exc:
+        raise translate(exc, "open") from exc
+    if row is None or row["version"] is None or row["version"] < latest:
+        raise InvalidInput(
+            "the ledger schema is behind; run `effectledger migrate`", reason="schema_behind"
+        )
