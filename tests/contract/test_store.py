@@ -270,3 +270,67 @@ def test_audit_events_cannot_be_truncated(
         assert len(ledger.events(context, "op-1")) == 1
     finally:
         store.close()
+
+
+def _step(ledger: Ledger, context: Context, **changes: Any) -> dict[str, Any]:
+    """Parameters of ``operation_step`` moving op-1 from its stored row, with ``changes``."""
+    row = ledger.store.one(
+        "operation_get", {"tenant_id": context.tenant_id, "operation_id": "op-1"}
+    )
+    assert row is not None
+    sequence = int(row["event_sequence"])
+    return {
+        **_event(ledger, context, event_id="evt-step", event_hash="f" * 64),
+        "prev_hash": row["last_event_hash"],
+        "state": row["state"],
+        "active_attempt_id": row["active_attempt_id"],
+        "provider_reference": row["provider_reference"],
+        "inconclusive_lookups": row["inconclusive_lookups"],
+        "retries_authorized": row["retries_authorized"],
+        "review_owner": row["review_owner"],
+        "review_deadline_us": row["review_deadline_us"],
+        "version": int(row["version"]),
+        "new_version": int(row["version"]),
+        "sequence": sequence,
+        "new_sequence": sequence + 1,
+        "now_us": 2,
+        **changes,
+    }
+
+
+def _trail_length(ledger: Ledger, context: Context) -> int:
+    return len(ledger.events(context, "op-1"))
+
+
+def test_an_operation_step_writes_its_row_and_event_together(
+    store: Store, ledger: Ledger, receiver: SimulatedReceiver, context: Context
+) -> None:
+    """``operation_step`` counts 1 and stores the row's move and the event at the new head."""
+    admit(ledger, context, receiver)
+    before = _trail_length(ledger, context)
+    params = _step(ledger, context)
+    assert store.write(lambda tx: tx.run("operation_step", params)) == 1
+    events = ledger.events(context, "op-1")
+    assert len(events) == before + 1
+    assert events[-1].event_id == "evt-step"
+    assert events[-1].sequence == params["new_sequence"]
+    row = store.one("operation_get", {"tenant_id": context.tenant_id, "operation_id": "op-1"})
+    assert row is not None
+    assert row["event_sequence"] == params["new_sequence"]
+    assert row["last_event_hash"] == "f" * 64
+
+
+@pytest.mark.parametrize("stale", ["version", "sequence"])
+def test_an_operation_step_on_a_stale_row_writes_nothing(
+    store: Store, ledger: Ledger, receiver: SimulatedReceiver, context: Context, stale: str
+) -> None:
+    """A guard that no longer holds (version or trail head moved) counts 0: no event, no move."""
+    admit(ledger, context, receiver)
+    before = _trail_length(ledger, context)
+    params = _step(ledger, context)
+    params[stale] += 1  # the row no longer has this version / trail head
+    assert store.write(lambda tx: tx.run("operation_step", params)) == 0
+    assert _trail_length(ledger, context) == before
+    row = store.one("operation_get", {"tenant_id": context.tenant_id, "operation_id": "op-1"})
+    assert row is not None
+    assert row["event_sequence"] == params["new_sequence"] - 1

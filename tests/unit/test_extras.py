@@ -15,7 +15,8 @@ def test_a_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(MissingExtra) as caught:
         open_store("postgresql://nobody@127.0.0.1:1/none")
     error = caught.value
-    assert error.code == "missing_extra" and error.status == 501
+    assert error.code == "missing_extra"
+    assert error.status == 501
     assert error.details == {"extra": "postgres", "missing": "effectledger_no_such_package"}
     assert "pip install 'effectledger[postgres]'" in error.message
 

@@ -53,11 +53,17 @@ def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) 
 
 
 class _Transaction:
-    __slots__ = ("_connection", "_queries")
+    __slots__ = ("_compound", "_connection", "_queries")
 
-    def __init__(self, connection: sqlite3.Connection, queries: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        queries: Mapping[str, str],
+        compound: Mapping[str, tuple[str, ...]],
+    ) -> None:
         self._connection = connection
         self._queries = queries
+        self._compound = compound
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         refuse_unstorable_text(params)
@@ -70,7 +76,13 @@ class _Transaction:
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
         refuse_unstorable_text(params)
-        return self._connection.execute(self._queries[name], params).rowcount
+        steps = self._compound.get(name)
+        if steps is None:
+            return self._connection.execute(self._queries[name], params).rowcount
+        count = 0
+        for statement in steps:  # a query of several statements counts its last one
+            count = self._connection.execute(statement, params).rowcount
+        return count
 
 
 class SQLiteStore:
@@ -99,6 +111,12 @@ class SQLiteStore:
         self.max_attempts = max_attempts
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
+        # A named query of several statements (PostgreSQL writes it as one, with a CTE).
+        self._compound = {
+            name: steps
+            for name, text in self._queries.items()
+            if len(steps := tuple(_statements(text + ";"))) > 1
+        }
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -270,7 +288,7 @@ class SQLiteStore:
                 # Spelled out rather than a context manager: this is every write's hot path.
                 connection.execute(begin)
                 try:
-                    result = body(_Transaction(connection, self._queries))
+                    result = body(_Transaction(connection, self._queries, self._compound))
                 except BaseException:
                     if connection.in_transaction:
                         connection.execute(rollback)
@@ -294,7 +312,7 @@ class SQLiteStore:
         try:
             connection.execute(self._own["begin_read"])
             try:
-                return body(_Transaction(connection, self._queries))
+                return body(_Transaction(connection, self._queries, self._compound))
             finally:
                 if connection.in_transaction:
                     connection.execute(self._own["commit"])

@@ -87,6 +87,36 @@ UPDATE operations SET
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND version = %(version)s
   AND event_sequence = %(sequence)s;
 
+-- name: operation_step
+-- One step of an operation in one statement: its row moves (guarded by its version and the head
+-- of its trail) and the step's event is appended only if the row moved. The count is 1 when
+-- both happened, 0 when the guard failed and nothing was written.
+WITH moved AS (
+    UPDATE operations SET
+        state = %(state)s,
+        active_attempt_id = %(active_attempt_id)s,
+        provider_reference = %(provider_reference)s,
+        inconclusive_lookups = %(inconclusive_lookups)s,
+        retries_authorized = %(retries_authorized)s,
+        review_owner = %(review_owner)s,
+        review_deadline_us = %(review_deadline_us)s,
+        version = %(new_version)s,
+        event_sequence = %(new_sequence)s,
+        last_event_hash = %(event_hash)s,
+        updated_us = %(now_us)s
+    WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+      AND version = %(version)s AND event_sequence = %(sequence)s
+    RETURNING 1
+)
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+)
+SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequence)s,
+       %(actor)s, %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
+       %(observation_id)s, %(prev_hash)s, %(event_hash)s
+FROM moved;
+
 -- name: operations_list
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s
 ORDER BY created_us DESC, operation_id LIMIT %(limit)s;

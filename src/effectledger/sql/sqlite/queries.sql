@@ -78,6 +78,33 @@ UPDATE operations SET
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version
   AND event_sequence = :sequence;
 
+-- name: operation_step
+-- One step of an operation: its row moves (guarded by its version and the head of its trail)
+-- and the step's event is appended, only if the row moved. Two statements run in order in the
+-- caller's transaction; the count is the last one's: 1 when both happened, 0 when the guard
+-- failed and nothing was written. changes() is the UPDATE's own count (triggers excluded).
+UPDATE operations SET
+    state = :state,
+    active_attempt_id = :active_attempt_id,
+    provider_reference = :provider_reference,
+    inconclusive_lookups = :inconclusive_lookups,
+    retries_authorized = :retries_authorized,
+    review_owner = :review_owner,
+    review_deadline_us = :review_deadline_us,
+    version = :new_version,
+    event_sequence = :new_sequence,
+    last_event_hash = :event_hash,
+    updated_us = :now_us
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version
+  AND event_sequence = :sequence;
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+)
+SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor, :event_type,
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+WHERE changes() = 1;
+
 -- name: operations_list
 SELECT * FROM operations WHERE tenant_id = :tenant_id
 ORDER BY created_us DESC, operation_id LIMIT :limit;
