@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from effectledger.actions import Action
 from effectledger.canonical import canonical_bytes
+from effectledger.destinations import BoundDestination
 from effectledger.errors import InvalidInput
 from effectledger.model import Command, Context, DestinationRef, Observation, validate_identifier
 from effectledger.policy import Policy, RulePolicy
@@ -92,7 +93,7 @@ def arguments_model(function: Callable[..., Any], name: str) -> tuple[type[BaseM
     return model, False
 
 
-class FunctionDestination:
+class FunctionDestination(BoundDestination):
     """A :class:`~effectledger.destinations.Destination` made of an action's two functions.
 
     ``submit`` rebuilds the arguments from the stored command (the approved one, never the
@@ -119,16 +120,6 @@ class FunctionDestination:
         self._whole = whole
         self._submit = submit
         self._lookup: LookupFunction | None = None
-
-    @property
-    def account_id(self) -> str:
-        """The account declared on the decorator."""
-        return self._account_id
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint declared on the decorator."""
-        return self._endpoint
 
     def set_lookup(self, lookup: LookupFunction) -> None:
         """Use ``lookup`` to ask the real system what it did under a key."""

@@ -12,7 +12,13 @@ from typing import Protocol, runtime_checkable
 from effectledger.errors import DeliveryUncertain, DestinationMismatch, DestinationUnavailable
 from effectledger.model import Command, DestinationRef, Observation
 
-__all__ = ["DeliveryUncertain", "Destination", "DestinationUnavailable", "ensure_matches"]
+__all__ = [
+    "BoundDestination",
+    "DeliveryUncertain",
+    "Destination",
+    "DestinationUnavailable",
+    "ensure_matches",
+]
 
 
 @runtime_checkable
@@ -42,6 +48,26 @@ class Destination(Protocol):
     def lookup(self, key: str) -> Observation:
         """Ask the destination what it did under ``key``."""
         ...
+
+
+class BoundDestination:
+    """Base for adapters bound to one account and endpoint, fixed when the adapter is made.
+
+    Subclasses set ``_account_id`` and ``_endpoint`` in ``__init__``; both are read-only after.
+    """
+
+    _account_id: str
+    _endpoint: str
+
+    @property
+    def account_id(self) -> str:
+        """The authenticated account this adapter acts as (read-only)."""
+        return self._account_id
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint this adapter sends to (read-only)."""
+        return self._endpoint
 
 
 def ensure_matches(destination: Destination, expected: DestinationRef) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from effectledger.destinations import BoundDestination
 from effectledger.destinations.http_contract import HttpContract, StatusRule
 from effectledger.destinations.http_exchange import (
     Answer,
@@ -118,7 +119,7 @@ class HttpLookup:
     done_states: frozenset[str] = frozenset()
 
 
-class HttpDestination:
+class HttpDestination(BoundDestination):
     """A :class:`~effectledger.destinations.Destination` that speaks HTTP (module docstring).
 
     ``endpoint`` is the base URL (``https://api.example.com``) and, with ``account_id``, the
@@ -172,16 +173,6 @@ class HttpDestination:
         self._clients: list[httpx.Client] = []
         self._clients_lock = threading.Lock()
         self._async_client: httpx.AsyncClient | None = None
-
-    @property
-    def account_id(self) -> str:
-        """The authenticated account this adapter acts as (read-only)."""
-        return self._account_id
-
-    @property
-    def endpoint(self) -> str:
-        """The base URL this adapter sends to (read-only)."""
-        return self._endpoint
 
     # -- clients ---------------------------------------------------------------------------
 

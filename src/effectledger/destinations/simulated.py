@@ -22,6 +22,7 @@ from pathlib import Path
 
 from effectledger._failpoints import crash_point
 from effectledger.canonical import canonical_bytes, fingerprint
+from effectledger.destinations import BoundDestination
 from effectledger.errors import (
     DeliveryUncertain,
     DestinationUnavailable,
@@ -101,7 +102,7 @@ def _amount_and_unit(command: Command) -> tuple[int | None, str | None]:
     )
 
 
-class SimulatedReceiver:
+class SimulatedReceiver(BoundDestination):
     """A destination backed by its own SQLite file (see the module docstring)."""
 
     def __init__(
@@ -140,16 +141,6 @@ class SimulatedReceiver:
             self._connect().executescript(read_sql("simulated", "schema.sql"))
         else:
             self._check_existing()
-
-    @property
-    def account_id(self) -> str:
-        """The account this receiver authenticates as (read-only)."""
-        return self._account_id
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint this receiver serves (read-only)."""
-        return self._endpoint
 
     def _connect(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
