@@ -16,8 +16,8 @@ from effectledger.audit.bundle import (
     scan_event_line,
     text_bytes,
 )
-from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
-from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
+from effectledger.events.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.events.record import entry_bytes, hash_of_entry, leaf_of_entry
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=20)
 DETAILS = st.dictionaries(TEXT, st.one_of(st.integers(-(2**53 - 1), 2**53 - 1), TEXT, st.none()))

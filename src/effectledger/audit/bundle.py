@@ -6,7 +6,7 @@ Every line is one canonical JSON object (``effectledger-canonical/1``) with a ``
     the first line: ``format`` (:data:`FORMAT`), ``kind`` (``log``: every event of the log from
     position 0; ``receipt``: chosen events with inclusion proofs), ``origin``, ``tenant_id``.
 ``event``
-    ``entry`` (the event's canonical bytes, see :mod:`effectledger.audit.record`), ``event_hash``
+    ``entry`` (the event's canonical bytes, see :mod:`effectledger.events.record`), ``event_hash``
     and ``leaf_hash`` (hex, as the ledger stored them) and the log ``position``.
 ``checkpoint``
     ``note`` (the signed C2SP checkpoint) and ``seq`` (its number in the tenant's log).
@@ -22,7 +22,7 @@ verification reports as ``bundle_malformed``), so no reader can see bytes no has
 the canonical encoding of an object contains the canonical encoding of each value, an event line
 is byte for byte ``{"entry":`` ‖ ``B`` ‖ ``,"event_hash":"…",…}``; the verifier's fast path
 matches that shape with one pattern generated from the field tuples
-(:data:`effectledger.audit.record.EVENT_FIELDS`, :data:`EVENT_LINE_FIELDS`) and hashes ``B`` in
+(:data:`effectledger.events.record.EVENT_FIELDS`, :data:`EVENT_LINE_FIELDS`) and hashes ``B`` in
 place.
 """
 
@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from effectledger.audit.keys import origin_for
-from effectledger.audit.record import (
+from effectledger.canonical import canonical_bytes, decode_canonical, encode
+from effectledger.errors import InvalidInput
+from effectledger.events.record import (
     AFTER_KEY,
     EVENT_DOMAINS,
     EVENT_FIELDS,
@@ -47,8 +49,6 @@ from effectledger.audit.record import (
     hash_of_entry,
     leaf_of_entry,
 )
-from effectledger.canonical import canonical_bytes, decode_canonical, encode
-from effectledger.errors import InvalidInput
 from effectledger.model import AuditEvent
 
 __all__ = [

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from effectledger.audit.bundle import EventLine, parse_line
-from effectledger.audit.chain import GENESIS_HASH
+from effectledger.events.chain import GENESIS_HASH
 
 __all__ = ["Finding", "diagnose"]
 

@@ -4,8 +4,8 @@ tenant's latest signed checkpoint. Nothing here writes.
 
 from __future__ import annotations
 
-from effectledger.audit.record import event_from_row
 from effectledger.audit.sealer import StoredCheckpoint, _stored
+from effectledger.events.record import event_from_row
 from effectledger.model import AuditEvent, validate_identifier
 from effectledger.store import Store
 

@@ -25,8 +25,8 @@ from effectledger.audit.bundle import (
 from effectledger.audit.keys import parse_rotation
 from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.note import Checkpoint, NoteError
-from effectledger.audit.record import stored_entry
 from effectledger.errors import ExportFailed, InvalidInput, InvalidTransition, NotFound
+from effectledger.events.record import stored_entry
 from effectledger.model import validate_identifier
 from effectledger.store import Row, Store, Transaction
 

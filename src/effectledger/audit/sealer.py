@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from effectledger.audit.chain import GENESIS_HASH
 from effectledger.audit.frontier import Frontier, consistency_proof
 from effectledger.audit.keys import origin_for, parse_rotation, rotation_line
 from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_consistency
@@ -38,7 +37,6 @@ from effectledger.audit.note import (
     open_checkpoint,
     sign_checkpoint,
 )
-from effectledger.audit.record import canonical_entry, leaf_of_entry
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AuditVerificationFailed,
@@ -46,6 +44,8 @@ from effectledger.errors import (
     InvalidInput,
     LogKeyInvalid,
 )
+from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.record import canonical_entry, leaf_of_entry
 from effectledger.model import from_micros, to_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
 

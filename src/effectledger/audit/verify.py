@@ -37,7 +37,6 @@ from effectledger.audit.bundle import (
     scan_event_line,
     text_bytes,
 )
-from effectledger.audit.chain import GENESIS_HASH
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.diagnose import Finding, diagnose
 from effectledger.audit.frontier import Frontier
@@ -45,6 +44,7 @@ from effectledger.audit.keys import origin_for, parse_verifiers
 from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_inclusion
 from effectledger.audit.note import Checkpoint, Verifier
 from effectledger.errors import AuditVerificationFailed, InvalidInput
+from effectledger.events.chain import GENESIS_HASH
 
 __all__ = ["Finding", "VerificationReport", "verify_bundle"]
 
