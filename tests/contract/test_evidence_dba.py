@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from effectledger import Context, Ledger, ManualClock, SimulatedReceiver
-from effectledger.audit.export import export_log
+from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.errors import AuditVerificationFailed, LogKeyInvalid
@@ -129,6 +129,24 @@ def test_an_administrator_deleting_an_event_is_named(
     raw_sql(store_url, f"DELETE FROM log_entries WHERE event_id = '{target}'")
     raw_sql(store_url, f"DELETE FROM audit_events WHERE event_id = '{target}'")
     assert _verdict(sealed, clock, tmp_path) == "event_deleted"
+
+
+def test_a_receipt_over_a_log_missing_a_position_is_refused(
+    sealed: Store, store_url: str, tmp_path: Path
+) -> None:
+    """Proving an event of a log whose sealed entry was deleted is an audit failure, no file."""
+    _drop_triggers(store_url, "log_entries_no_delete")
+    target = _event(sealed, "op-lost", 2)["event_id"]
+    raw_sql(store_url, f"DELETE FROM log_entries WHERE event_id = '{target}'")
+    kept = _event(sealed, "op-lost", 1)["event_id"]
+    receipt = tmp_path / "receipt.jsonl"
+    with pytest.raises(AuditVerificationFailed) as refused:
+        prove_events(sealed, "acme", [kept], receipt)
+    assert (refused.value.code, refused.value.reason) == (
+        "audit_verification_failed",
+        "checkpoint_inconsistent",
+    )
+    assert not receipt.exists()
 
 
 def test_an_administrator_deleting_a_whole_operation_is_named(

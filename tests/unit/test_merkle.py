@@ -21,13 +21,13 @@ from effectledger.audit.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
     MerkleTree,
-    ProofError,
     leaf_hash,
     node_hash,
     root_hash,
     verify_consistency,
     verify_inclusion,
 )
+from effectledger.errors import ProofError
 
 # --- Known-answer data (transparency-dev/merkle testonly + proof/verify_test.go) ------------------
 

@@ -24,15 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from effectledger.audit.note import (
-    Checkpoint,
-    NoteError,
-    Signer,
-    Verifier,
-    generate_signer,
-    open_note,
-)
-from effectledger.errors import LogKeyInvalid
+from effectledger.audit.note import Checkpoint, Signer, Verifier, generate_signer, open_note
+from effectledger.errors import LogKeyInvalid, NoteError
 from effectledger.model import validate_identifier
 
 __all__ = [

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, Final
+from typing import Final
+
+from effectledger.errors import ProofError
 
 __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
     "MerkleTree",
-    "ProofError",
     "leaf_hash",
     "node_hash",
     "root_hash",
@@ -57,18 +58,6 @@ EMPTY_ROOT: Final[bytes] = hashlib.sha256(b"").digest()
 _sha256 = hashlib.sha256
 _LEAF_PREFIX: Final = b"\x00"
 _NODE_PREFIX: Final = b"\x01"
-
-
-class ProofError(ValueError):
-    """A Merkle inclusion or consistency proof failed to verify.
-
-    Raised for every kind of failure (malformed arguments, wrong hash sizes, a path that is too
-    short or too long, a computed root that does not match) so that callers can treat "not
-    proven" uniformly. ``code`` is the stable, machine-readable reason class; the message says
-    what exactly was wrong.
-    """
-
-    code: ClassVar[str] = "proof_invalid"
 
 
 def leaf_hash(entry: bytes) -> bytes:

@@ -30,7 +30,7 @@ Checkpoint (c2sp.org/tlog-checkpoint): a signed note whose text is::
     <base64 of the 32-byte RFC 9162 root hash>
     [<extension line>...]
 
-Errors are :class:`NoteError` (a :class:`ValueError`) with a stable ``code``: ``note_malformed``,
+Errors are :class:`~effectledger.errors.NoteError` with a stable ``reason``: ``note_malformed``,
 ``note_unverified``, ``note_bad_signature``, ``key_invalid``, ``checkpoint_malformed`` and
 ``checkpoint_origin_mismatch``.
 
@@ -52,12 +52,13 @@ from typing import Final
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from effectledger.errors import NoteError
+
 __all__ = [
     "ALG_ED25519",
     "MAX_SIGNATURES",
     "Checkpoint",
     "Note",
-    "NoteError",
     "Signature",
     "Signer",
     "Verifier",
@@ -83,29 +84,6 @@ _DECIMAL: Final = re.compile(r"0|[1-9][0-9]*")
 _MAX_TREE_SIZE: Final = 2**64 - 1
 
 
-class NoteError(ValueError):
-    """A note, key or checkpoint was malformed, unverified or carried a bad signature.
-
-    ``code`` is one of ``note_malformed`` (syntax), ``note_unverified`` (no trusted key signed),
-    ``note_bad_signature`` (a trusted key's signature failed), ``key_invalid`` (bad key string or
-    name, or ambiguous verifiers), ``checkpoint_malformed`` and ``checkpoint_origin_mismatch``.
-    For ``note_unverified`` the parsed but untrusted note is in ``note``.
-    """
-
-    code: str
-    note: Note | None
-
-    def __init__(self, code: str, message: str, *, note: Note | None = None) -> None:
-        """Create an error with a stable ``code`` and a human-readable ``message``."""
-        super().__init__(message)
-        self.code = code
-        self.note = note
-
-    def __reduce__(self) -> tuple[type[NoteError], tuple[str, str], dict[str, object]]:
-        """Pickle with the code and attached note (exceptions may cross process boundaries)."""
-        return (type(self), (self.code, str(self)), {"note": self.note})
-
-
 def key_id(name: str, public_key: bytes) -> int:
     """Return the Ed25519 key ID: SHA-256(name || 0x0A || 0x01 || public_key)[:4], big-endian."""
     digest = hashlib.sha256(name.encode() + b"\n" + bytes([ALG_ED25519]) + public_key).digest()
@@ -121,11 +99,11 @@ class Verifier:
         """Create a verifier for ``name`` and a 32-byte Ed25519 public key."""
         _require_name(name)
         if type(public_key) is not bytes or len(public_key) != 32:
-            raise NoteError("key_invalid", "an Ed25519 public key is 32 bytes")
+            raise NoteError("an Ed25519 public key is 32 bytes", reason="key_invalid")
         try:
             self._key = Ed25519PublicKey.from_public_bytes(public_key)
         except ValueError as exc:
-            raise NoteError("key_invalid", "not a valid Ed25519 public key") from exc
+            raise NoteError("not a valid Ed25519 public key", reason="key_invalid") from exc
         self._name = name
         self._public = public_key
         self._key_id = key_id(name, public_key)
@@ -136,7 +114,7 @@ class Verifier:
         name, expected_id, public_key = _split_key_string(key, "verifier")
         verifier = cls(name, public_key)
         if verifier.key_id != expected_id:
-            raise NoteError("key_invalid", "verifier key ID does not match the key")
+            raise NoteError("verifier key ID does not match the key", reason="key_invalid")
         return verifier
 
     def key_string(self) -> str:
@@ -191,7 +169,7 @@ class Signer:
     def __init__(self, name: str, seed: bytes) -> None:
         """Create a signer for ``name`` from a 32-byte Ed25519 private key seed."""
         if type(seed) is not bytes or len(seed) != 32:
-            raise NoteError("key_invalid", "an Ed25519 private key seed is 32 bytes")
+            raise NoteError("an Ed25519 private key seed is 32 bytes", reason="key_invalid")
         self._seed = seed
         self._key = Ed25519PrivateKey.from_private_bytes(seed)
         self._verifier = Verifier(name, self._key.public_key().public_bytes_raw())
@@ -200,11 +178,11 @@ class Signer:
     def from_key_string(cls, key: str) -> Signer:
         """Parse ``PRIVATE+KEY+<name>+<hex8>+<base64(0x01 || seed)>``; the ID must match."""
         if not isinstance(key, str) or not key.startswith("PRIVATE+KEY+"):
-            raise NoteError("key_invalid", "malformed signer key")
+            raise NoteError("malformed signer key", reason="key_invalid")
         name, expected_id, seed = _split_key_string(key.removeprefix("PRIVATE+KEY+"), "signer")
         signer = cls(name, seed)
         if signer.key_id != expected_id:
-            raise NoteError("key_invalid", "signer key ID does not match the key")
+            raise NoteError("signer key ID does not match the key", reason="key_invalid")
         return signer
 
     def key_string(self) -> str:
@@ -271,10 +249,10 @@ def sign_note(text: str, signers: Sequence[Signer]) -> str:
     appear in signer order; a repeated (name, key ID) is emitted once.
     """
     if not isinstance(text, str) or not text.endswith("\n"):
-        raise NoteError("note_malformed", "note text must end with a newline")
+        raise NoteError("note text must end with a newline", reason="note_malformed")
     _check_note_characters(text)
     if not signers:
-        raise NoteError("note_malformed", "a signed note needs at least one signer")
+        raise NoteError("a signed note needs at least one signer", reason="note_malformed")
     message = text.encode()
     lines: list[str] = []
     seen: set[tuple[str, int]] = set()
@@ -302,7 +280,7 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> Note:
         try:
             msg = note.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise NoteError("note_malformed", "note is not valid UTF-8") from exc
+            raise NoteError("note is not valid UTF-8", reason="note_malformed") from exc
     elif isinstance(note, str):
         msg = note
     else:
@@ -310,13 +288,15 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> Note:
     _check_note_characters(msg)
     split = msg.rfind("\n\n")
     if split < 0:
-        raise NoteError("note_malformed", "note has no empty line before its signatures")
+        raise NoteError("note has no empty line before its signatures", reason="note_malformed")
     text, block = msg[: split + 1], msg[split + 2 :]
     if not block.endswith("\n"):
-        raise NoteError("note_malformed", "note must end with a newline-terminated signature")
+        raise NoteError(
+            "note must end with a newline-terminated signature", reason="note_malformed"
+        )
     lines = block[:-1].split("\n")
     if len(lines) > MAX_SIGNATURES:
-        raise NoteError("note_malformed", f"note has more than {MAX_SIGNATURES} signatures")
+        raise NoteError(f"note has more than {MAX_SIGNATURES} signatures", reason="note_malformed")
     parsed = [_parse_signature_line(line) for line in lines]
 
     trusted: dict[tuple[str, int], set[Verifier]] = {}
@@ -336,19 +316,22 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> Note:
             continue
         if len(candidates) > 1:
             raise NoteError(
-                "key_invalid", f"ambiguous trusted keys for {sig.name}+{sig.key_id:08x}"
+                f"ambiguous trusted keys for {sig.name}+{sig.key_id:08x}", reason="key_invalid"
             )
         (verifier,) = candidates
         if not verifier.verify(message, sig.signature):
             raise NoteError(
-                "note_bad_signature", f"invalid signature for key {sig.name}+{sig.key_id:08x}"
+                f"invalid signature for key {sig.name}+{sig.key_id:08x}",
+                reason="note_bad_signature",
             )
         if all((v.name, v.key_id) != (sig.name, sig.key_id) for v in verified):
             verified.append(sig)
     if not verified:
-        unverified_note = Note(text, (), tuple(unverified))
         raise NoteError(
-            "note_unverified", "note has no signature by a trusted key", note=unverified_note
+            "note has no signature by a trusted key",
+            reason="note_unverified",
+            note=Note(text, (), tuple(unverified)),
+            signed_by=[f"{sig.name}+{sig.key_id:08x}" for sig in unverified],
         )
     return Note(text, tuple(verified), tuple(unverified))
 
@@ -370,17 +353,17 @@ class Checkpoint:
     def __post_init__(self) -> None:
         """Validate the fields and freeze ``extensions`` into a tuple."""
         if isinstance(self.extensions, str):
-            raise NoteError("checkpoint_malformed", "extensions must be a sequence of lines")
+            raise NoteError("extensions must be a sequence of lines", reason="checkpoint_malformed")
         object.__setattr__(self, "extensions", tuple(self.extensions))
         for what, line in (("origin", self.origin), *(("extension", e) for e in self.extensions)):
             if not isinstance(line, str) or not line or "\n" in line or _FORBIDDEN.search(line):
-                raise NoteError("checkpoint_malformed", f"invalid checkpoint {what} line")
+                raise NoteError(f"invalid checkpoint {what} line", reason="checkpoint_malformed")
         if not isinstance(self.size, int) or isinstance(self.size, bool):
-            raise NoteError("checkpoint_malformed", "tree size must be an int")
+            raise NoteError("tree size must be an int", reason="checkpoint_malformed")
         if not 0 <= self.size <= _MAX_TREE_SIZE:
-            raise NoteError("checkpoint_malformed", "tree size out of range")
+            raise NoteError("tree size out of range", reason="checkpoint_malformed")
         if type(self.root_hash) is not bytes or len(self.root_hash) != 32:
-            raise NoteError("checkpoint_malformed", "root hash must be 32 bytes")
+            raise NoteError("root hash must be 32 bytes", reason="checkpoint_malformed")
 
     def to_text(self) -> str:
         """Return the note text: origin, size, base64 root hash and extensions, one per line."""
@@ -397,18 +380,20 @@ class Checkpoint:
         ASCII without leading zeros (except ``0``) and the root hash canonical base64 of 32 bytes.
         """
         if not isinstance(text, str) or not text.endswith("\n"):
-            raise NoteError("checkpoint_malformed", "checkpoint text must end with a newline")
+            raise NoteError(
+                "checkpoint text must end with a newline", reason="checkpoint_malformed"
+            )
         lines = text[:-1].split("\n")
         if len(lines) < 3 or not all(lines):
             raise NoteError(
-                "checkpoint_malformed", "checkpoint needs three or more non-empty lines"
+                "checkpoint needs three or more non-empty lines", reason="checkpoint_malformed"
             )
         origin, size_text, root64, *extensions = lines
         if len(size_text) > 20 or not _DECIMAL.fullmatch(size_text):
-            raise NoteError("checkpoint_malformed", "tree size is not a canonical decimal")
+            raise NoteError("tree size is not a canonical decimal", reason="checkpoint_malformed")
         root = _b64decode(root64)
         if root is None or len(root) != 32:
-            raise NoteError("checkpoint_malformed", "root hash is not base64 of 32 bytes")
+            raise NoteError("root hash is not base64 of 32 bytes", reason="checkpoint_malformed")
         return cls(origin, int(size_text), root, tuple(extensions))
 
 
@@ -431,8 +416,8 @@ def open_checkpoint(
     checkpoint = Checkpoint.parse(opened.text)
     if origin is not None and checkpoint.origin != origin:
         raise NoteError(
-            "checkpoint_origin_mismatch",
             f"checkpoint origin {checkpoint.origin!r} is not the expected {origin!r}",
+            reason="checkpoint_origin_mismatch",
         )
     return checkpoint, list(opened.signatures)
 
@@ -449,26 +434,26 @@ def _require_name(name: object) -> None:
         or any(ch.isspace() for ch in name)
         or _FORBIDDEN.search(name)
     ):
-        raise NoteError("key_invalid", f"invalid key name {name!r}")
+        raise NoteError(f"invalid key name {name!r}", reason="key_invalid")
 
 
 def _split_key_string(key: object, kind: str) -> tuple[str, int, bytes]:
     """Split ``<name>+<hex8>+<base64(0x01 || 32 bytes)>`` into name, key ID and the 32 bytes."""
     if not isinstance(key, str):
-        raise NoteError("key_invalid", f"a {kind} key is a string")
+        raise NoteError(f"a {kind} key is a string", reason="key_invalid")
     name, sep1, rest = key.partition("+")
     hex_id, sep2, key64 = rest.partition("+")
     raw = _b64decode(key64) if sep1 and sep2 else None
     if raw is None or not _HEX_ID.fullmatch(hex_id) or len(raw) != 33:
-        raise NoteError("key_invalid", f"malformed {kind} key")
+        raise NoteError(f"malformed {kind} key", reason="key_invalid")
     if raw[0] != ALG_ED25519:
-        raise NoteError("key_invalid", f"unknown {kind} key algorithm")
+        raise NoteError(f"unknown {kind} key algorithm", reason="key_invalid")
     return name, int(hex_id, 16), raw[1:]
 
 
 def _check_note_characters(value: str) -> None:
     if _FORBIDDEN.search(value):
-        raise NoteError("note_malformed", "note contains control characters or is not UTF-8")
+        raise NoteError("note contains control characters or is not UTF-8", reason="note_malformed")
 
 
 def _b64decode(value: str) -> bytes | None:
@@ -484,13 +469,17 @@ def _b64decode(value: str) -> bytes | None:
 
 def _parse_signature_line(line: str) -> Signature:
     if not line.startswith(_SIG_PREFIX):
-        raise NoteError("note_malformed", "signature line does not start with an em dash")
+        raise NoteError("signature line does not start with an em dash", reason="note_malformed")
     name, _, sig64 = line[len(_SIG_PREFIX) :].partition(" ")
     raw = _b64decode(sig64)
     if raw is None or len(raw) < 5:
-        raise NoteError("note_malformed", "signature is not base64 of a key ID and signature")
+        raise NoteError(
+            "signature is not base64 of a key ID and signature", reason="note_malformed"
+        )
     try:
         _require_name(name)
     except NoteError as exc:
-        raise NoteError("note_malformed", f"invalid key name in signature line: {name!r}") from exc
+        raise NoteError(
+            f"invalid key name in signature line: {name!r}", reason="note_malformed"
+        ) from exc
     return Signature(name, int.from_bytes(raw[:4], "big"), raw[4:])

@@ -27,22 +27,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from effectledger.audit.checkpoints import refusal_reason
 from effectledger.audit.frontier import Frontier, consistency_proof
 from effectledger.audit.keys import origin_for, parse_rotation, rotation_line
-from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_consistency
-from effectledger.audit.note import (
-    Checkpoint,
-    NoteError,
-    Signer,
-    open_checkpoint,
-    sign_checkpoint,
-)
+from effectledger.audit.merkle import EMPTY_ROOT, verify_consistency
+from effectledger.audit.note import Checkpoint, Signer, open_checkpoint, sign_checkpoint
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     AuditVerificationFailed,
     ConcurrentModification,
     InvalidInput,
     LogKeyInvalid,
+    NoteError,
+    ProofError,
 )
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import canonical_entry, leaf_of_entry
@@ -263,15 +260,13 @@ class LogSealer:
                 note, [self.signer.verifier()], origin=origin_for(tenant_id)
             )
         except NoteError as exc:
-            if exc.code == "note_unverified":
+            reason = refusal_reason(exc)
+            if reason == "unknown_key":  # to a sealer, the unknown key is its own
                 raise LogKeyInvalid(
                     f"the latest checkpoint of {tenant_id}'s log is not signed by key "
                     f"{self.signer.name}+{self.signer.key_id:08x}; use that key, or rotate "
                     "to this one (effectledger audit rotate-key)"
                 ) from exc
-            reason = "checkpoint_signature_invalid"
-            if exc.code == "checkpoint_origin_mismatch":
-                reason = "checkpoint_origin_mismatch"
             raise _refuse(
                 f"the latest checkpoint of {tenant_id}'s log does not verify: {exc}", reason
             ) from exc

@@ -41,9 +41,9 @@ from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.diagnose import Finding, diagnose
 from effectledger.audit.frontier import Frontier
 from effectledger.audit.keys import origin_for, parse_verifiers
-from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_inclusion
+from effectledger.audit.merkle import EMPTY_ROOT, verify_inclusion
 from effectledger.audit.note import Checkpoint, Verifier
-from effectledger.errors import AuditVerificationFailed, InvalidInput
+from effectledger.errors import AuditVerificationFailed, InvalidInput, ProofError
 from effectledger.events.chain import GENESIS_HASH
 
 __all__ = ["Finding", "VerificationReport", "verify_bundle"]
