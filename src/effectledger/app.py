@@ -50,8 +50,8 @@ from effectledger.store import Store, open_store
 if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, not the hot path
     from effectledger.audit.explain import Sentence
     from effectledger.audit.export import ExportReport
-    from effectledger.audit.note import Signer
     from effectledger.audit.sealer import SealReport
+    from effectledger.audit.signers import Signer
 
 __all__ = ["DEFAULT_URL", "URL_VARIABLE", "EffectLedger", "OperationRef", "connect"]
 

@@ -32,8 +32,8 @@ from effectledger.service import EffectResult
 if TYPE_CHECKING:
     from effectledger.audit.explain import Sentence
     from effectledger.audit.export import ExportReport
-    from effectledger.audit.note import Signer
     from effectledger.audit.sealer import SealReport
+    from effectledger.audit.signers import Signer
 
 __all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
 

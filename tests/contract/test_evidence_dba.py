@@ -318,7 +318,7 @@ def test_a_checkpoint_forged_into_the_store_stops_the_sealer(
     sealed: Store, ledger: Ledger, context: Context, receiver: SimulatedReceiver, store_url: str
 ) -> None:
     """A checkpoint row signed by another key makes the sealer refuse rather than extend it."""
-    from effectledger.audit.note import Checkpoint, sign_checkpoint
+    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
     from tests.conftest import admit
 
     admit(ledger, context, receiver, "op-new")

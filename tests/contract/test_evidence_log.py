@@ -19,9 +19,9 @@ from effectledger import (
 )
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import open_checkpoint
 from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import LogSealer
+from effectledger.audit.tlog import open_checkpoint
 from effectledger.audit.verify import verify_bundle
 from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
 from effectledger.events.chain import verify_chain

@@ -13,8 +13,9 @@ from effectledger import Context, Ledger, ManualClock, SimulatedReceiver
 from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import Checkpoint, Signer, sign_checkpoint
 from effectledger.audit.sealer import LogSealer
+from effectledger.audit.signers import Signer
+from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.audit.verify import VerificationReport, verify_bundle
 from effectledger.errors import AuditVerificationFailed
 from effectledger.events.chain import GENESIS_HASH

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.bundle import (
-    event_line,
+from effectledger.audit.bundle import event_line
+from effectledger.audit.bundle_reader import (
     parse_event_line,
     parse_line,
     scan_event_line,
@@ -161,7 +161,7 @@ def test_an_event_line_with_a_duplicate_key_is_refused_whatever_its_hashes() -> 
 
 def test_an_empty_bundle_never_verifies() -> None:
     """No bytes: ``bundle_malformed``; with a kept checkpoint: ``checkpoint_inconsistent``."""
-    from effectledger.audit.note import Checkpoint, sign_checkpoint
+    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
     from effectledger.audit.verify import verify_bundle
     from tests.evidence_support import SIGNER
 

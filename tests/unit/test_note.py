@@ -1,4 +1,4 @@
-"""Tests for C2SP signed notes and tlog checkpoints in effectledger.audit.note.
+"""Tests for C2SP signers, signed notes and checkpoints (audit.signers, audit.note, audit.tlog).
 
 Known-answer vectors are the PeterNeumann / EnochRoot keys and signatures of Go's
 golang.org/x/mod/sumdb/note (note.go, note_test.go), and real checkpoints published by the Go
@@ -16,21 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.merkle import MerkleTree, leaf_hash, verify_inclusion
-from effectledger.audit.note import (
-    MAX_SIGNATURES,
-    Checkpoint,
-    Note,
-    Signature,
-    Signer,
-    Verifier,
-    generate_signer,
-    key_id,
-    open_checkpoint,
-    open_note,
-    sign_checkpoint,
-    sign_note,
-)
+from effectledger.audit.merkle import MerkleTree, leaf_hash
+from effectledger.audit.note import MAX_SIGNATURES, Note, Signature, open_note, sign_note
+from effectledger.audit.proofs import verify_inclusion
+from effectledger.audit.signers import Signer, Verifier, generate_signer, key_id
+from effectledger.audit.tlog import Checkpoint, open_checkpoint, sign_checkpoint
 from effectledger.errors import EffectLedgerError, NoteError
 
 EM = "\u2014"  # EM DASH, the signature line prefix

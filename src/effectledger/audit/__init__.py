@@ -1,9 +1,15 @@
-"""The audit trail's evidence: per-operation hash chains, Merkle logs, checkpoints and proofs.
+"""The audit trail's evidence: Merkle logs, signed checkpoints, bundles, proofs and explanations.
 
-See ``docs/evidence.md``: :mod:`~effectledger.events.record` defines an event's canonical bytes,
-:class:`LogSealer` seals events into per-tenant RFC 9162 logs with signed checkpoints,
-:func:`export_log` and :func:`prove_events` write bundles, :func:`verify_bundle` checks them
-offline, and :func:`explain` tells what an operation's events say happened.
+See ``docs/evidence.md``. The event format and the per-operation hash chain the ledger writes are
+:mod:`effectledger.events` (re-exported here: :func:`verify_chain`, :func:`event_hash`);
+:class:`LogSealer` seals events into per-tenant RFC 9162 logs (:mod:`~.merkle`, :mod:`~.proofs`,
+:mod:`~.frontier`) with signed C2SP checkpoints (:mod:`~.signers`, :mod:`~.note`, :mod:`~.tlog`,
+:mod:`~.keys`), :func:`export_log` and :func:`prove_events` write bundles (:mod:`~.bundle`),
+:func:`verify_bundle` checks them offline, and :func:`explain` tells what an operation's events
+say happened.
+
+``import effectledger`` does not import this package: only the paths that seal, export, verify or
+explain do.
 """
 
 from effectledger.audit.diagnose import Finding

@@ -15,8 +15,9 @@ from typing import Final
 
 from effectledger.audit.diagnose import Finding
 from effectledger.audit.keys import key_epochs
-from effectledger.audit.merkle import verify_consistency
-from effectledger.audit.note import Checkpoint, Verifier, open_checkpoint
+from effectledger.audit.proofs import verify_consistency
+from effectledger.audit.signers import Verifier
+from effectledger.audit.tlog import Checkpoint, open_checkpoint
 from effectledger.errors import NoteError, ProofError
 
 __all__ = ["Accepted", "CheckpointChecks", "open_signed", "refusal_reason"]

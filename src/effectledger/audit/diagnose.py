@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from effectledger.audit.bundle import EventLine, parse_line
+from effectledger.audit.bundle_reader import EventLine, parse_line
 from effectledger.events.chain import GENESIS_HASH
 
 __all__ = ["Finding", "diagnose"]

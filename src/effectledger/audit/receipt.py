@@ -24,7 +24,7 @@ from effectledger.audit.bundle import (
 )
 from effectledger.audit.keys import parse_rotation
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import Checkpoint
+from effectledger.audit.tlog import Checkpoint
 from effectledger.errors import (
     AuditVerificationFailed,
     ExportFailed,

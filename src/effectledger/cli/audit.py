@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from effectledger.audit.bundle import read_events
+from effectledger.audit.bundle_reader import read_events
 from effectledger.audit.explain import explain, explain_stored
 from effectledger.audit.keys import parse_verifiers
 from effectledger.audit.reading import latest_checkpoint, operation_events
