@@ -31,14 +31,16 @@ from pathlib import Path
 
 from effectledger import Command, Context, DestinationRef, Ledger, Observation, Outcome, open_store
 from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
-from effectledger.audit.chain import GENESIS_HASH
 from effectledger.audit.export import export_log
 from effectledger.audit.frontier import Frontier
-from effectledger.audit.merkle import MerkleTree, verify_consistency, verify_inclusion
-from effectledger.audit.note import Checkpoint, Signer, sign_checkpoint
-from effectledger.audit.record import EVENT_DOMAINS, entry_bytes, hash_of_entry
+from effectledger.audit.merkle import MerkleTree
+from effectledger.audit.proofs import verify_consistency, verify_inclusion
 from effectledger.audit.sealer import LogSealer
+from effectledger.audit.signers import Signer
+from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.audit.verify import verify_bundle
+from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.record import EVENT_DOMAINS, entry_bytes, hash_of_entry
 
 EVENT_DOMAIN = EVENT_DOMAINS[2]
 SIGNER = Signer("bench.example/log", bytes(range(32)))

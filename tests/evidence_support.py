@@ -15,7 +15,7 @@ from effectledger import (
     SimulatedReceiver,
     SubmitMode,
 )
-from effectledger.audit.note import Signer
+from effectledger.audit.signers import Signer
 from tests.conftest import admit
 
 SIGNER = Signer("log.example/test", bytes(range(32)))

@@ -20,16 +20,11 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from effectledger.actions import Action
-from effectledger.audit.explain import Sentence, explain
-from effectledger.audit.export import ExportReport, export_log
-from effectledger.audit.keys import load_signer
-from effectledger.audit.note import Signer
-from effectledger.audit.sealer import LogSealer, SealReport
 from effectledger.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.catalog import ActionCatalog
 from effectledger.clock import Clock
@@ -51,6 +46,12 @@ from effectledger.model import (
 from effectledger.recovery import RecoveryReport
 from effectledger.service import EffectResult
 from effectledger.store import Store, open_store
+
+if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, not the hot path
+    from effectledger.audit.explain import Sentence
+    from effectledger.audit.export import ExportReport
+    from effectledger.audit.sealer import SealReport
+    from effectledger.audit.signers import Signer
 
 __all__ = ["DEFAULT_URL", "URL_VARIABLE", "EffectLedger", "OperationRef", "connect"]
 
@@ -231,6 +232,8 @@ class EffectLedger(ActionCatalog):
 
     def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
         """What the operation's events say happened, one cited sentence per event."""
+        from effectledger.audit.explain import explain
+
         return explain(self.events(context, operation))
 
     # -- capacity ------------------------------------------------------------------------
@@ -296,6 +299,9 @@ class EffectLedger(ActionCatalog):
 
     def seal(self, context: Context) -> SealReport:
         """Seal the tenant's pending audit events into its signed Merkle log."""
+        from effectledger.audit.keys import load_signer
+        from effectledger.audit.sealer import LogSealer
+
         signer = self._signer or load_signer()
         return LogSealer(self.store, signer, clock=self.ledger.clock).seal(context.tenant_id)
 
@@ -303,6 +309,8 @@ class EffectLedger(ActionCatalog):
         self, context: Context, path: str | Path, *, exporter_id: str | None = None
     ) -> ExportReport:
         """Append the tenant's sealed log to the evidence bundle at ``path``, resumably."""
+        from effectledger.audit.export import export_log
+
         return export_log(
             self.store, context.tenant_id, path, exporter_id=exporter_id, clock=self.ledger.clock
         )

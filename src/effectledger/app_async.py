@@ -16,15 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from effectledger.app import ActionRef, EffectLedger, OperationRef, ProposalRef, connect
-from effectledger.audit.explain import Sentence
-from effectledger.audit.export import ExportReport
-from effectledger.audit.note import Signer
-from effectledger.audit.sealer import SealReport
 from effectledger.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
@@ -32,6 +28,12 @@ from effectledger.ledger import LedgerSettings
 from effectledger.model import AuditEvent, Context, DispatchResult, Observation, Operation
 from effectledger.recovery import RecoveryReport
 from effectledger.service import EffectResult
+
+if TYPE_CHECKING:
+    from effectledger.audit.explain import Sentence
+    from effectledger.audit.export import ExportReport
+    from effectledger.audit.sealer import SealReport
+    from effectledger.audit.signers import Signer
 
 __all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
 

@@ -20,10 +20,10 @@ hash, written before the log sealed it) is described in ``docs/evidence.md``.
 
 from __future__ import annotations
 
-from effectledger.audit.chain import verify_chain
-from effectledger.audit.record import event_from_row
 from effectledger.canonical import COMMAND_VERSION, canonical_bytes
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
+from effectledger.events.chain import verify_chain
+from effectledger.events.record import event_from_row
 from effectledger.model import AuditEvent, Command, OperationState
 from effectledger.proposals import Proposal, proposal_from_row
 from effectledger.rows import command_from_row

@@ -12,6 +12,10 @@ them.
     ├── InvalidInput                      invalid_input (422)
     │   ├── ToolArgumentsRejected         tool_arguments_rejected (422)
     │   ├── LogKeyInvalid                 log_key_invalid (422)
+    │   ├── NoteError                     note_invalid (422), also a ValueError
+    │   │     reason: note_malformed, note_unverified, note_bad_signature, key_invalid,
+    │   │             checkpoint_malformed, checkpoint_origin_mismatch
+    │   ├── ProofError                    proof_invalid (422), also a ValueError
     │   ├── MalformedRequest              malformed_request (400)
     │   └── RequestTooLarge               request_too_large (413)
     ├── NotAuthenticated                  not_authenticated (401)
@@ -23,7 +27,8 @@ them.
     │   ├── AdmissionConflict             admission_conflict (409)
     │   ├── ConcurrentModification        concurrent_modification (409)
     │   ├── OperationIdTaken              operation_id_taken (409)
-    │   └── InvalidTransition             invalid_transition (409)
+    │   ├── InvalidTransition             invalid_transition (409)
+    │   └── LogNotSealed                  log_not_sealed (409)
     ├── IntegrityError                    integrity (500)
     │   ├── TamperedCommand               tampered_command (500)
     │   ├── TamperedProposal              tampered_proposal (500)
@@ -78,13 +83,16 @@ __all__ = [
     "InvalidInput",
     "InvalidTransition",
     "LogKeyInvalid",
+    "LogNotSealed",
     "MalformedRequest",
     "MissingAdmission",
     "MissingExtra",
     "NotAuthenticated",
     "NotFound",
     "NotPermitted",
+    "NoteError",
     "OperationIdTaken",
+    "ProofError",
     "RequestTooLarge",
     "SecretUnavailable",
     "StorageBusy",
@@ -115,6 +123,14 @@ class EffectLedgerError(Exception):
         """The error as a JSON-ready body: ``{"code", "message", "details"}``."""
         return {"code": self.code, "message": self.message, "details": dict(self.details)}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by message and details, which rebuild every error (errors cross processes)."""
+        return (_rebuild, (type(self), self.message, dict(self.details)), dict(self.__dict__))
+
+
+def _rebuild(cls: type[EffectLedgerError], message: str, details: dict[str, Any]) -> Any:
+    return cls(message, **details)
+
 
 class InvalidInput(EffectLedgerError):
     """A caller passed a malformed, oversized or out-of-range value; nothing was written."""
@@ -133,6 +149,49 @@ class LogKeyInvalid(InvalidInput):
     """A log signing or verifier key is missing, malformed or not the key the log expects."""
 
     code = "log_key_invalid"
+
+
+class NoteError(InvalidInput, ValueError):
+    """A signed note, key string or checkpoint is malformed, unverified or badly signed.
+
+    Raised by the C2SP formats of :mod:`effectledger.audit` (signers, notes, checkpoints), which
+    take their input from a caller or a file. ``reason`` (also ``details["reason"]``) is one of
+    ``note_malformed`` (syntax), ``note_unverified`` (no trusted key signed; ``note`` is the
+    parsed, untrusted :class:`~effectledger.audit.note.Note` and ``details["signed_by"]`` lists
+    the ``name+keyid`` of the keys that did sign),
+    ``note_bad_signature`` (a trusted key's signature fails), ``key_invalid`` (bad key string or
+    name, or ambiguous verifiers), ``checkpoint_malformed`` and ``checkpoint_origin_mismatch``.
+    Checking stored or exported evidence turns these into :class:`AuditVerificationFailed`
+    reasons in one place (:func:`effectledger.audit.checkpoints.refusal_reason`).
+    """
+
+    code = "note_invalid"
+    reasons: ClassVar[tuple[str, ...]] = (
+        "note_malformed",
+        "note_unverified",
+        "note_bad_signature",
+        "key_invalid",
+        "checkpoint_malformed",
+        "checkpoint_origin_mismatch",
+    )
+
+    def __init__(self, message: str, *, reason: str, note: Any = None, **details: Any) -> None:
+        if reason not in self.reasons:  # pragma: no cover - a programming error
+            raise ValueError(f"unknown note error reason {reason!r}")
+        super().__init__(message, reason=reason, **details)
+        self.reason = reason
+        self.note = note
+
+
+class ProofError(InvalidInput, ValueError):
+    """A Merkle inclusion or consistency proof does not verify (RFC 9162 §2.1.3.2, §2.1.4.2).
+
+    Raised for every kind of failure (malformed arguments, wrong hash sizes, a path too short or
+    too long, a recomputed root that differs), so that "not proven" is one case; the message
+    says what exactly was wrong.
+    """
+
+    code = "proof_invalid"
 
 
 class MalformedRequest(InvalidInput):
@@ -234,6 +293,12 @@ class InvalidTransition(Conflict):
     """The operation is not in a state that allows this step."""
 
     code = "invalid_transition"
+
+
+class LogNotSealed(Conflict):
+    """The tenant's signed log does not cover this yet: seal it, then ask again."""
+
+    code = "log_not_sealed"
 
 
 class IntegrityError(EffectLedgerError):

@@ -17,8 +17,6 @@ from datetime import timedelta
 from typing import Any
 
 from effectledger._failpoints import crash_point
-from effectledger.audit.chain import GENESIS_HASH, event_body, hash_event
-from effectledger.audit.record import event_from_row
 from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
 from effectledger.clock import Clock, SystemClock
 from effectledger.dispatch_checks import authorized_command, check_dispatchable
@@ -37,6 +35,8 @@ from effectledger.errors import (
     StorageError,
     TamperedCommand,
 )
+from effectledger.events.chain import GENESIS_HASH, event_body, hash_event
+from effectledger.events.record import event_from_row
 from effectledger.evidence import store_evidence
 from effectledger.model import (
     Attempt,

@@ -36,7 +36,7 @@ from effectledger import (
 )
 from effectledger.audit import verify_bundle
 from effectledger.audit.keys import new_key_pair
-from effectledger.audit.note import Signer
+from effectledger.audit.signers import Signer
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.model import Context, DestinationRef
 from tests.acceptance.app_support import AGENT, REFUND, RITA, declare_refund

@@ -16,16 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from effectledger import Context, DestinationRef, InvalidInput, Ledger, ManualClock, open_store
 from effectledger.actions import Action, ActionRegistry
-from effectledger.audit.chain import GENESIS_HASH, event_body, verify_chain
 from effectledger.audit.explain import explain_stored
 from effectledger.audit.export import export_log
 from effectledger.audit.receipt import prove_events
-from effectledger.audit.record import entry_bytes, hash_of_entry
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.authority import Authority
 from effectledger.canonical import MAX_SAFE_INTEGER, digest, digest_version
 from effectledger.errors import ChainBreak, ExportFailed, TamperedProposal
+from effectledger.events.chain import GENESIS_HASH, event_body, verify_chain
+from effectledger.events.record import entry_bytes, hash_of_entry
 from effectledger.model import to_micros
 from effectledger.policy import RulePolicy
 from tests.conftest import admit, count_rows, drop_trigger, raw_sql, reply_command

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from effectledger import Context, Ledger, ManualClock, SimulatedReceiver
-from effectledger.audit.export import export_log
-from effectledger.audit.record import body_from_row, entry_bytes, hash_of_entry
+from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.errors import AuditVerificationFailed, LogKeyInvalid
+from effectledger.events.record import body_from_row, entry_bytes, hash_of_entry
 from effectledger.store import Store
 from tests.conftest import count_rows, make_store_url, raw_sql
 from tests.evidence_support import ROGUE_SIGNER, SIGNER, VERIFIER_KEY, make_history
@@ -129,6 +129,24 @@ def test_an_administrator_deleting_an_event_is_named(
     raw_sql(store_url, f"DELETE FROM log_entries WHERE event_id = '{target}'")
     raw_sql(store_url, f"DELETE FROM audit_events WHERE event_id = '{target}'")
     assert _verdict(sealed, clock, tmp_path) == "event_deleted"
+
+
+def test_a_receipt_over_a_log_missing_a_position_is_refused(
+    sealed: Store, store_url: str, tmp_path: Path
+) -> None:
+    """Proving an event of a log whose sealed entry was deleted is an audit failure, no file."""
+    _drop_triggers(store_url, "log_entries_no_delete")
+    target = _event(sealed, "op-lost", 2)["event_id"]
+    raw_sql(store_url, f"DELETE FROM log_entries WHERE event_id = '{target}'")
+    kept = _event(sealed, "op-lost", 1)["event_id"]
+    receipt = tmp_path / "receipt.jsonl"
+    with pytest.raises(AuditVerificationFailed) as refused:
+        prove_events(sealed, "acme", [kept], receipt)
+    assert (refused.value.code, refused.value.reason) == (
+        "audit_verification_failed",
+        "checkpoint_inconsistent",
+    )
+    assert not receipt.exists()
 
 
 def test_an_administrator_deleting_a_whole_operation_is_named(
@@ -300,7 +318,7 @@ def test_a_checkpoint_forged_into_the_store_stops_the_sealer(
     sealed: Store, ledger: Ledger, context: Context, receiver: SimulatedReceiver, store_url: str
 ) -> None:
     """A checkpoint row signed by another key makes the sealer refuse rather than extend it."""
-    from effectledger.audit.note import Checkpoint, sign_checkpoint
+    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
     from tests.conftest import admit
 
     admit(ledger, context, receiver, "op-new")

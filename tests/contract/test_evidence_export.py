@@ -10,7 +10,6 @@ import pytest
 
 from effectledger import (
     Context,
-    InvalidTransition,
     Ledger,
     ManualClock,
     NotFound,
@@ -19,7 +18,7 @@ from effectledger import (
 from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
-from effectledger.errors import ExportCursorMismatch
+from effectledger.errors import ExportCursorMismatch, LogNotSealed
 from effectledger.store import Store
 from tests.conftest import admit
 from tests.evidence_support import (
@@ -263,11 +262,13 @@ def test_a_receipt_needs_a_sealed_and_signed_event(
     clock: ManualClock,
     tmp_path: Path,
 ) -> None:
-    """Proving an event before any checkpoint, or an unknown event, is refused."""
+    """Proving an event before any checkpoint (log_not_sealed), or an unknown event, is refused."""
     admit(ledger, context, receiver)
     event_id = ledger.events(context, "op-1")[0].event_id
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(LogNotSealed) as refused:
         prove_events(store, "acme", [event_id], tmp_path / "r.jsonl")
+    assert (refused.value.code, refused.value.status) == ("log_not_sealed", 409)
+    assert not (tmp_path / "r.jsonl").exists()
     LogSealer(store, SIGNER, clock=clock).seal("acme")
     with pytest.raises(NotFound):
         prove_events(store, "acme", ["no-such-event"], tmp_path / "r.jsonl")

@@ -17,21 +17,21 @@ from effectledger import (
     SimulatedReceiver,
     open_store,
 )
-from effectledger.audit.chain import verify_chain
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import open_checkpoint
-from effectledger.audit.record import (
+from effectledger.audit.schedule import seal_periodically
+from effectledger.audit.sealer import LogSealer
+from effectledger.audit.tlog import open_checkpoint
+from effectledger.audit.verify import verify_bundle
+from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
+from effectledger.events.chain import verify_chain
+from effectledger.events.record import (
     body_from_event,
     body_from_row,
     entry_bytes,
     entry_from_row,
     leaf_of_entry,
 )
-from effectledger.audit.schedule import seal_periodically
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
-from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
 from effectledger.ledger import AUDITOR_ROLE
 from effectledger.store import Store
 from tests.conftest import admit

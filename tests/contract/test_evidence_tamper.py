@@ -11,14 +11,15 @@ import pytest
 
 from effectledger import Context, Ledger, ManualClock, SimulatedReceiver
 from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
-from effectledger.audit.chain import GENESIS_HASH
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import Checkpoint, Signer, sign_checkpoint
-from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
 from effectledger.audit.sealer import LogSealer
+from effectledger.audit.signers import Signer
+from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.audit.verify import VerificationReport, verify_bundle
 from effectledger.errors import AuditVerificationFailed
+from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.record import entry_bytes, hash_of_entry, leaf_of_entry
 from effectledger.store import Store
 from tests.evidence_support import (
     ROGUE_SIGNER,

@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from effectledger import SimulatedReceiver
-from effectledger.audit.chain import verify_chain
+from effectledger.events.chain import verify_chain
 from effectledger.service import EffectResult, EffectService
 from tests.conftest import count_rows
 from tests.faults._harness import spawn_all

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.bundle import (
-    event_line,
+from effectledger.audit.bundle import event_line
+from effectledger.audit.bundle_reader import (
     parse_event_line,
     parse_line,
     scan_event_line,
     text_bytes,
 )
-from effectledger.audit.chain import GENESIS_HASH, event_body, event_hash
-from effectledger.audit.record import entry_bytes, hash_of_entry, leaf_of_entry
+from effectledger.events.chain import GENESIS_HASH, event_body, event_hash
+from effectledger.events.record import entry_bytes, hash_of_entry, leaf_of_entry
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=20)
 DETAILS = st.dictionaries(TEXT, st.one_of(st.integers(-(2**53 - 1), 2**53 - 1), TEXT, st.none()))
@@ -161,7 +161,7 @@ def test_an_event_line_with_a_duplicate_key_is_refused_whatever_its_hashes() -> 
 
 def test_an_empty_bundle_never_verifies() -> None:
     """No bytes: ``bundle_malformed``; with a kept checkpoint: ``checkpoint_inconsistent``."""
-    from effectledger.audit.note import Checkpoint, sign_checkpoint
+    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
     from effectledger.audit.verify import verify_bundle
     from tests.evidence_support import SIGNER
 

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from effectledger.audit.frontier import Frontier, consistency_proof
-from effectledger.audit.merkle import EMPTY_ROOT, MerkleTree, leaf_hash, verify_consistency
+from effectledger.audit.merkle import EMPTY_ROOT, MerkleTree, leaf_hash
+from effectledger.audit.proofs import verify_consistency
 
 LEAVES = [leaf_hash(str(index).encode()) for index in range(300)]
 TREE = MerkleTree(LEAVES)

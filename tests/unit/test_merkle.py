@@ -1,4 +1,4 @@
-"""Tests for the RFC 9162 Merkle tree in effectledger.audit.merkle.
+"""Tests for the RFC 9162 Merkle tree and its proofs in effectledger.audit.merkle and .proofs.
 
 Known-answer vectors come from the Certificate Transparency reference test data as published in
 github.com/transparency-dev/merkle (testonly/constants.go, testonly/reference_test.go and
@@ -21,13 +21,12 @@ from effectledger.audit.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
     MerkleTree,
-    ProofError,
     leaf_hash,
     node_hash,
     root_hash,
-    verify_consistency,
-    verify_inclusion,
 )
+from effectledger.audit.proofs import verify_consistency, verify_inclusion
+from effectledger.errors import ProofError
 
 # --- Known-answer data (transparency-dev/merkle testonly + proof/verify_test.go) ------------------
 

@@ -1,4 +1,4 @@
-"""Tests for C2SP signed notes and tlog checkpoints in effectledger.audit.note.
+"""Tests for C2SP signers, signed notes and checkpoints (audit.signers, audit.note, audit.tlog).
 
 Known-answer vectors are the PeterNeumann / EnochRoot keys and signatures of Go's
 golang.org/x/mod/sumdb/note (note.go, note_test.go), and real checkpoints published by the Go
@@ -16,22 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.merkle import MerkleTree, leaf_hash, verify_inclusion
-from effectledger.audit.note import (
-    MAX_SIGNATURES,
-    Checkpoint,
-    Note,
-    NoteError,
-    Signature,
-    Signer,
-    Verifier,
-    generate_signer,
-    key_id,
-    open_checkpoint,
-    open_note,
-    sign_checkpoint,
-    sign_note,
-)
+from effectledger.audit.merkle import MerkleTree, leaf_hash
+from effectledger.audit.note import MAX_SIGNATURES, Note, Signature, open_note, sign_note
+from effectledger.audit.proofs import verify_inclusion
+from effectledger.audit.signers import Signer, Verifier, generate_signer, key_id
+from effectledger.audit.tlog import Checkpoint, open_checkpoint, sign_checkpoint
+from effectledger.errors import EffectLedgerError, NoteError
 
 EM = "\u2014"  # EM DASH, the signature line prefix
 
@@ -135,7 +125,7 @@ def test_mangled_key_strings_are_rejected(key: str, parse: str) -> None:
     for variant in variants:
         with pytest.raises(NoteError) as caught:
             parser(variant)
-        assert caught.value.code == "key_invalid", variant
+        assert caught.value.reason == "key_invalid", variant
 
 
 @pytest.mark.parametrize(
@@ -154,7 +144,7 @@ def test_special_bad_verifier_keys_are_rejected(vkey: str) -> None:
     """Keys with a wrong length, unknown algorithm or non-canonical encoding are refused."""
     with pytest.raises(NoteError) as caught:
         Verifier.from_key_string(vkey)
-    assert caught.value.code == "key_invalid"
+    assert caught.value.reason == "key_invalid"
 
 
 @pytest.mark.parametrize(
@@ -164,7 +154,7 @@ def test_invalid_key_names_are_rejected(name: str) -> None:
     """Key names must be non-empty and free of Unicode spaces, '+' and control characters."""
     with pytest.raises(NoteError) as caught:
         generate_signer(name)
-    assert caught.value.code == "key_invalid"
+    assert caught.value.reason == "key_invalid"
 
 
 def test_generated_signer_round_trips_and_hides_its_seed() -> None:
@@ -192,7 +182,7 @@ def test_sign_rejects_malformed_text(text: str) -> None:
     """Text without a final newline, or with control characters or invalid UTF-8, is refused."""
     with pytest.raises(NoteError) as caught:
         sign_note(text, [Signer.from_key_string(PETER_SKEY)])
-    assert caught.value.code == "note_malformed"
+    assert caught.value.reason == "note_malformed"
 
 
 def test_sign_requires_a_signer_and_emits_each_key_once() -> None:
@@ -200,7 +190,7 @@ def test_sign_requires_a_signer_and_emits_each_key_once() -> None:
     signer = Signer.from_key_string(PETER_SKEY)
     with pytest.raises(NoteError) as caught:
         sign_note(TEXT, [])
-    assert caught.value.code == "note_malformed"
+    assert caught.value.reason == "note_malformed"
     assert sign_note(TEXT, [signer, signer]) == TEXT + "\n" + PETER_SIG
 
 
@@ -217,8 +207,9 @@ def test_open_without_trusted_signature_is_unverified(peter: Verifier) -> None:
     """A note signed by no trusted key fails with note_unverified and carries the parsed note."""
     with pytest.raises(NoteError) as caught:
         open_note(TEXT + "\n" + PETER_SIG + ENOCH_SIG, [])
-    assert caught.value.code == "note_unverified"
+    assert caught.value.reason == "note_unverified"
     assert caught.value.note == Note(TEXT, (), (PETER, ENOCH))
+    assert caught.value.details["signed_by"] == ["PeterNeumann+c74f20a3", "EnochRoot+af0cfe78"]
     with pytest.raises(NoteError, match="no signature by a trusted key"):
         open_note(TEXT + "\n" + ENOCH_SIG, [peter])
 
@@ -228,11 +219,11 @@ def test_open_rejects_a_bad_signature_by_a_trusted_key(peter: Verifier) -> None:
     corrupted = f"{EM} PeterNeumann {PETER_B64[:43]}ABCD{PETER_B64[43:]}\n"
     with pytest.raises(NoteError, match="invalid signature for key PeterNeumann") as caught:
         open_note(TEXT + "\n" + corrupted, [peter])
-    assert caught.value.code == "note_bad_signature"
+    assert caught.value.reason == "note_bad_signature"
     # Also when a valid signature by the same key comes first: every trusted signature counts.
     with pytest.raises(NoteError) as caught:
         open_note(TEXT + "\n" + PETER_SIG + corrupted, [peter])
-    assert caught.value.code == "note_bad_signature"
+    assert caught.value.reason == "note_bad_signature"
 
 
 def test_open_drops_duplicate_signatures(peter: Verifier) -> None:
@@ -252,7 +243,7 @@ def test_open_handles_repeated_and_ambiguous_verifiers(peter: Verifier, enoch: V
     impostor._key_id = enoch.key_id  # simulate a 32-bit key ID collision
     with pytest.raises(NoteError, match="ambiguous") as caught:
         open_note(TEXT + "\n" + ENOCH_SIG, [enoch, impostor])
-    assert caught.value.code == "key_invalid"
+    assert caught.value.reason == "key_invalid"
     assert open_note(TEXT + "\n" + PETER_SIG, [enoch, impostor, peter]).signatures == (PETER,)
 
 
@@ -262,7 +253,7 @@ def test_open_limits_the_number_of_signatures(peter: Verifier) -> None:
     for verifiers in ([peter], []):
         with pytest.raises(NoteError) as caught:
             open_note(TEXT + "\n" + PETER_SIG * (MAX_SIGNATURES + 1), verifiers)
-        assert caught.value.code == "note_malformed"
+        assert caught.value.reason == "note_malformed"
 
 
 @pytest.mark.parametrize(
@@ -287,7 +278,7 @@ def test_open_rejects_malformed_notes(message: str, peter: Verifier) -> None:
     """Notes violating the signed-note syntax fail with note_malformed before any trust check."""
     with pytest.raises(NoteError) as caught:
         open_note(message, [peter])
-    assert caught.value.code == "note_malformed"
+    assert caught.value.reason == "note_malformed"
 
 
 def test_open_accepts_utf8_bytes_and_rejects_invalid_utf8(peter: Verifier) -> None:
@@ -296,14 +287,14 @@ def test_open_accepts_utf8_bytes_and_rejects_invalid_utf8(peter: Verifier) -> No
     assert open_note(encoded, [peter]).signatures == (PETER,)
     with pytest.raises(NoteError) as caught:
         open_note(b"\xff" + encoded, [peter])
-    assert caught.value.code == "note_malformed"
+    assert caught.value.reason == "note_malformed"
 
 
 def test_modified_text_fails_verification(peter: Verifier) -> None:
     """Changing one character of a signed text invalidates the trusted signature."""
     with pytest.raises(NoteError) as caught:
         open_note(TEXT.replace("problem,", "problem;") + "\n" + PETER_SIG, [peter])
-    assert caught.value.code == "note_bad_signature"
+    assert caught.value.reason == "note_bad_signature"
 
 
 def test_text_may_contain_empty_lines() -> None:
@@ -328,11 +319,18 @@ def test_any_valid_text_round_trips(text: str) -> None:
 
 
 def test_note_error_survives_pickling() -> None:
-    """NoteError keeps its code, message and attached note across pickling."""
-    error = NoteError("note_unverified", "nope", note=Note("x\n", ()))
+    """NoteError keeps its code, reason, message, details and attached note across pickling."""
+    error = NoteError("nope", reason="note_unverified", note=Note("x\n", ()), signed_by=["a+01"])
     copy = pickle.loads(pickle.dumps(error))
-    assert (copy.code, str(copy), copy.note) == ("note_unverified", "nope", Note("x\n", ()))
+    assert (copy.code, copy.reason, str(copy), copy.note) == (
+        "note_invalid",
+        "note_unverified",
+        "nope",
+        Note("x\n", ()),
+    )
+    assert copy.details == {"reason": "note_unverified", "signed_by": ["a+01"]}
     assert isinstance(copy, ValueError)
+    assert isinstance(copy, EffectLedgerError)
 
 
 # --- Checkpoints --------------------------------------------------------------------------------
@@ -351,7 +349,7 @@ def test_real_sum_golang_org_checkpoints_verify(size: int, note: str) -> None:
     forged = note.replace(f"\n{size}\n", f"\n{size + 1}\n")
     with pytest.raises(NoteError) as caught:
         open_checkpoint(forged, [verifier])
-    assert caught.value.code == "note_bad_signature"
+    assert caught.value.reason == "note_bad_signature"
 
 
 def test_checkpoint_text_format() -> None:
@@ -407,7 +405,7 @@ def test_checkpoint_parse_is_strict(text: str) -> None:
     """Leading zeros, signs, non-ASCII digits, oversized sizes and bad roots are rejected."""
     with pytest.raises(NoteError) as caught:
         Checkpoint.parse(text)
-    assert caught.value.code == "checkpoint_malformed"
+    assert caught.value.reason == "checkpoint_malformed"
 
 
 @pytest.mark.parametrize(
@@ -430,7 +428,7 @@ def test_checkpoint_construction_validates_fields(
     """A Checkpoint cannot be built with a field that would not serialise to a valid body."""
     with pytest.raises(NoteError) as caught:
         Checkpoint(origin, size, root, extensions)
-    assert caught.value.code == "checkpoint_malformed"
+    assert caught.value.reason == "checkpoint_malformed"
 
 
 def test_signed_checkpoint_commits_to_a_merkle_tree() -> None:
@@ -453,14 +451,14 @@ def test_open_checkpoint_checks_the_expected_origin() -> None:
     assert open_checkpoint(note, [signer.verifier()], origin="a.example/log")[0].size == 3
     with pytest.raises(NoteError) as caught:
         open_checkpoint(note, [signer.verifier()], origin="b.example/log")
-    assert caught.value.code == "checkpoint_origin_mismatch"
+    assert caught.value.reason == "checkpoint_origin_mismatch"
 
 
 def test_open_checkpoint_rejects_a_signed_non_checkpoint(peter: Verifier) -> None:
     """A validly signed note whose text is not a checkpoint is checkpoint_malformed."""
     with pytest.raises(NoteError) as caught:
         open_checkpoint(TEXT + "\n" + PETER_SIG, [peter])
-    assert caught.value.code == "checkpoint_malformed"
+    assert caught.value.reason == "checkpoint_malformed"
 
 
 # --- Key rotation -------------------------------------------------------------------------------
@@ -488,7 +486,7 @@ def test_checkpoint_signed_only_by_a_rotated_out_key_is_unverified() -> None:
     note = sign_checkpoint(Checkpoint(LOG, 42, ROOT), [old])
     with pytest.raises(NoteError) as caught:
         open_checkpoint(note, [new.verifier()])
-    assert caught.value.code == "note_unverified"
+    assert caught.value.reason == "note_unverified"
     assert caught.value.note is not None
     assert [s.key_id for s in caught.value.note.unverified_signatures] == [old.key_id]
 
@@ -501,7 +499,7 @@ def test_resigning_under_the_same_name_with_another_key_is_unverified() -> None:
     forged = sign_note(text.replace("\n42\n", "\n43\n"), [attacker])
     with pytest.raises(NoteError) as caught:
         open_checkpoint(forged, [trusted.verifier()])
-    assert caught.value.code == "note_unverified"
+    assert caught.value.reason == "note_unverified"
 
 
 def test_forged_key_id_under_the_trusted_name_is_a_bad_signature() -> None:
@@ -511,4 +509,4 @@ def test_forged_key_id_under_the_trusted_name_is_a_bad_signature() -> None:
     forged_sig = Signature(LOG, trusted.key_id, attacker.sign(text.encode()))
     with pytest.raises(NoteError) as caught:
         open_checkpoint(text + "\n" + forged_sig.line(), [trusted.verifier()])
-    assert caught.value.code == "note_bad_signature"
+    assert caught.value.reason == "note_bad_signature"

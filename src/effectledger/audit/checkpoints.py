@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from effectledger.audit.diagnose import Finding
 from effectledger.audit.keys import key_epochs
-from effectledger.audit.merkle import ProofError, verify_consistency
-from effectledger.audit.note import Checkpoint, NoteError, Verifier, open_checkpoint
+from effectledger.audit.proofs import verify_consistency
+from effectledger.audit.signers import Verifier
+from effectledger.audit.tlog import Checkpoint, open_checkpoint
+from effectledger.errors import NoteError, ProofError
 
-__all__ = ["Accepted", "CheckpointChecks", "open_signed"]
+__all__ = ["Accepted", "CheckpointChecks", "open_signed", "refusal_reason"]
 
-_NOTE_CODES = {
+_REFUSALS: Final = {
     "note_unverified": "unknown_key",
     "note_bad_signature": "checkpoint_signature_invalid",
     "key_invalid": "checkpoint_signature_invalid",
@@ -27,6 +30,15 @@ _NOTE_CODES = {
     "checkpoint_malformed": "checkpoint_malformed",
     "checkpoint_origin_mismatch": "checkpoint_origin_mismatch",
 }
+
+
+def refusal_reason(error: NoteError) -> str:
+    """The :class:`~effectledger.errors.AuditVerificationFailed` reason for a checkpoint's error.
+
+    The one translation of :class:`~effectledger.errors.NoteError` for stored or exported
+    evidence, used by verification and by the sealer alike.
+    """
+    return _REFUSALS.get(error.reason, "checkpoint_malformed")
 
 
 @dataclass(slots=True)
@@ -46,10 +58,10 @@ def open_signed(
     try:
         checkpoint, signatures = open_checkpoint(note, allowed, origin=origin)
     except NoteError as exc:
-        code = _NOTE_CODES.get(exc.code, "checkpoint_malformed")
+        code = refusal_reason(exc)
         message = f"{label} {exc}"
-        if exc.code == "note_unverified" and exc.note is not None:
-            names = ", ".join(f"{s.name}+{s.key_id:08x}" for s in exc.note.unverified_signatures)
+        if code == "unknown_key":
+            names = ", ".join(exc.details.get("signed_by", ()))
             message = f"{label} is signed by no trusted key (signed by: {names or 'nobody'})"
         return None, (), Finding(code=code, message=message)
     return checkpoint, tuple(signature.name for signature in signatures), None

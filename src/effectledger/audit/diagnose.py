@@ -31,8 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from effectledger.audit.bundle import EventLine, parse_line
-from effectledger.audit.chain import GENESIS_HASH
+from effectledger.audit.bundle_reader import EventLine, parse_line
+from effectledger.events.chain import GENESIS_HASH
 
 __all__ = ["Finding", "diagnose"]
 

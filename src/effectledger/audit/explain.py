@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from effectledger.audit.chain import verify_chain
-from effectledger.audit.record import event_from_row
 from effectledger.errors import InvalidInput, InvalidTransition, NotFound
+from effectledger.events.chain import verify_chain
+from effectledger.events.record import event_from_row
 from effectledger.model import AuditEvent, OperationState, from_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
 from effectledger.text import printable

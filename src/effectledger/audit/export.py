@@ -16,7 +16,6 @@ and leaves judging it to :mod:`effectledger.audit.verify`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -65,6 +64,10 @@ class ExportReport:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[BinaryIO]:
+    try:  # imported here, so the rest of the evidence tooling imports where there is no fcntl
+        import fcntl
+    except ImportError as exc:  # pragma: no cover - not a POSIX system
+        raise ExportFailed("exporting needs POSIX file locks (fcntl)") from exc
     try:
         handle = open(path, "a+b")  # noqa: SIM115 - held for the whole export
     except OSError as exc:

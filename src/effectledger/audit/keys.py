@@ -2,7 +2,7 @@
 
 The private key that signs checkpoints never enters the database. A sealer reads it from a key
 file (one line, the ``PRIVATE+KEY+<name>+<id>+<base64>`` string of
-:mod:`effectledger.audit.note`, readable by its owner only) or from the environment variable
+:mod:`effectledger.audit.signers`, readable by its owner only) or from the environment variable
 :data:`KEY_ENV`. Reviewers hold the matching verifier key string ``<name>+<id>+<base64>``.
 
 A tenant's log has the origin ``effectledger/<tenant_id>`` (:func:`origin_for`), the first line of
@@ -24,15 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from effectledger.audit.note import (
-    Checkpoint,
-    NoteError,
-    Signer,
-    Verifier,
-    generate_signer,
-    open_note,
-)
-from effectledger.errors import LogKeyInvalid
+from effectledger.audit.note import open_note
+from effectledger.audit.signers import Signer, Verifier, generate_signer
+from effectledger.audit.tlog import Checkpoint
+from effectledger.errors import LogKeyInvalid, NoteError
 from effectledger.model import validate_identifier
 
 __all__ = [

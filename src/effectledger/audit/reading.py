@@ -4,8 +4,8 @@ tenant's latest signed checkpoint. Nothing here writes.
 
 from __future__ import annotations
 
-from effectledger.audit.record import event_from_row
-from effectledger.audit.sealer import StoredCheckpoint, _stored
+from effectledger.audit.log_head import StoredCheckpoint, stored_checkpoint
+from effectledger.events.record import event_from_row
 from effectledger.model import AuditEvent, validate_identifier
 from effectledger.store import Store
 
@@ -27,4 +27,4 @@ def latest_checkpoint(store: Store, tenant_id: str) -> StoredCheckpoint | None:
     row = store.one(
         "log_checkpoint_latest", {"tenant_id": validate_identifier(tenant_id, "tenant_id")}
     )
-    return None if row is None else _stored(row)
+    return None if row is None else stored_checkpoint(row)

@@ -24,9 +24,16 @@ from effectledger.audit.bundle import (
 )
 from effectledger.audit.keys import parse_rotation
 from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.note import Checkpoint, NoteError
-from effectledger.audit.record import stored_entry
-from effectledger.errors import ExportFailed, InvalidInput, InvalidTransition, NotFound
+from effectledger.audit.tlog import Checkpoint
+from effectledger.errors import (
+    AuditVerificationFailed,
+    ExportFailed,
+    InvalidInput,
+    LogNotSealed,
+    NoteError,
+    NotFound,
+)
+from effectledger.events.record import stored_entry
 from effectledger.model import validate_identifier
 from effectledger.store import Row, Store, Transaction
 
@@ -57,7 +64,12 @@ def _tree(store: Store, tenant_id: str, size: int) -> MerkleTree:
         params = {"tenant_id": tenant_id, "position": tree.size, "size": size, "limit": 100_000}
         leaves = store.read(partial(_all, "log_leaves_from", params))
         if not leaves or int(leaves[-1]["position"]) != tree.size + len(leaves) - 1:
-            raise InvalidTransition(f"{tenant_id}'s log misses position {tree.size}; run verify")
+            raise AuditVerificationFailed(
+                f"{tenant_id}'s log misses position {tree.size} below its signed size {size}; "
+                "run verify",
+                reason="checkpoint_inconsistent",
+                position=tree.size,
+            )
         tree.extend(bytes.fromhex(leaf["leaf_hash"]) for leaf in leaves)
     return tree
 
@@ -106,7 +118,9 @@ def prove_events(
     and before them every key-rotation checkpoint, linked by consistency proofs, so a reviewer
     who trusts any earlier key follows the hand-overs to the latest one.
     :func:`effectledger.audit.verify.verify_bundle` checks it offline. Raises ``NotFound`` for
-    an event of no log position and ``InvalidTransition`` for one no checkpoint covers yet.
+    an event of no log position, :class:`~effectledger.errors.LogNotSealed` for one no checkpoint
+    covers yet, and :class:`~effectledger.errors.AuditVerificationFailed` if the stored log misses
+    a position its latest checkpoint covers.
     An existing file is kept unless ``overwrite``: :class:`ExportFailed` with reason
     ``file_exists``, before anything is read.
     """
@@ -122,7 +136,7 @@ def prove_events(
         raise InvalidInput("name at least one event to prove")
     latest = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
     if latest is None:
-        raise InvalidTransition(f"{tenant_id}'s log has no checkpoint yet; seal it first")
+        raise LogNotSealed(f"{tenant_id}'s log has no checkpoint yet; seal it first")
     size = int(latest["size"])
     rows: list[Row] = []
     for event_id in event_ids:
@@ -132,7 +146,7 @@ def prove_events(
                 f"event {event_id} has no position in {tenant_id}'s log", event_id=event_id
             )
         if int(row["position"]) >= size:
-            raise InvalidTransition(
+            raise LogNotSealed(
                 f"event {event_id} is not covered by a checkpoint yet; seal again first",
                 event_id=event_id,
             )

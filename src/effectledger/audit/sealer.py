@@ -21,52 +21,37 @@ often :meth:`LogSealer.seal` runs (``effectledger audit seal --loop --max-delay 
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from functools import partial
 
-from effectledger.audit.chain import GENESIS_HASH
-from effectledger.audit.frontier import Frontier, consistency_proof
-from effectledger.audit.keys import origin_for, parse_rotation, rotation_line
-from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_consistency
-from effectledger.audit.note import (
-    Checkpoint,
-    NoteError,
-    Signer,
-    open_checkpoint,
-    sign_checkpoint,
+from effectledger.audit.frontier import consistency_proof
+from effectledger.audit.keys import origin_for
+from effectledger.audit.log_head import (
+    StoredCheckpoint,
+    checked_head,
+    held_head,
+    refuse,
+    store_checkpoint,
+    stored_checkpoint,
 )
-from effectledger.audit.record import canonical_entry, leaf_of_entry
+from effectledger.audit.proofs import verify_consistency
+from effectledger.audit.rotation import rotate
+from effectledger.audit.signers import Signer
+from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.clock import Clock, SystemClock
-from effectledger.errors import (
-    AuditVerificationFailed,
-    ConcurrentModification,
-    InvalidInput,
-    LogKeyInvalid,
-)
+from effectledger.errors import InvalidInput, LogKeyInvalid, ProofError
+from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.record import canonical_entry, leaf_of_entry
 from effectledger.model import from_micros, to_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LogSealer", "SealReport", "StoredCheckpoint"]
+__all__ = ["DEFAULT_BATCH_SIZE", "LogSealer", "SealReport"]
 
 DEFAULT_BATCH_SIZE = 5000
 _SQLITE_MIN_YIELD_S = 0.001
 _SQLITE_MAX_YIELD_S = 0.1  # SQLite's busy handler polls a waiting writer at most every 100 ms
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoredCheckpoint:
-    """A signed checkpoint as the store keeps it."""
-
-    tenant_id: str
-    seq: int
-    size: int
-    root_hash: str
-    previous_size: int
-    consistency_proof: tuple[bytes, ...]
-    note: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,24 +71,6 @@ class SealReport:
     max_delay: timedelta | None
     pending: int
     oldest_pending_age: timedelta | None
-
-
-def _stored(row: Row) -> StoredCheckpoint:
-    return StoredCheckpoint(
-        tenant_id=row["tenant_id"],
-        seq=int(row["seq"]),
-        size=int(row["size"]),
-        root_hash=row["root_hash"],
-        previous_size=int(row["previous_size"]),
-        consistency_proof=tuple(
-            bytes.fromhex(node) for node in json.loads(row["consistency_proof"])
-        ),
-        note=row["note"],
-    )
-
-
-def _refuse(message: str, reason: str, **details: Any) -> AuditVerificationFailed:
-    return AuditVerificationFailed(message, reason=reason, **details)
 
 
 class LogSealer:
@@ -144,7 +111,7 @@ class LogSealer:
     def latest_checkpoint(self, tenant_id: str) -> StoredCheckpoint | None:
         """The tenant's latest signed checkpoint, or ``None`` before the first seal."""
         row = self.store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
-        return None if row is None else _stored(row)
+        return None if row is None else stored_checkpoint(row)
 
     # -- sealing -------------------------------------------------------------------------
 
@@ -172,7 +139,9 @@ class LogSealer:
             if not self.pending(tenant_id)[0]:
                 # Nothing to seal: check the head against its checkpoint without taking the
                 # write lock, so sealers looping over an idle log never hold up a writer.
-                head = self.store.read(lambda tx: self._checked_head(tx, tenant_id))
+                head = self.store.read(
+                    partial(checked_head, tenant_id=tenant_id, signer=self.signer)
+                )
                 break
             started = time.monotonic()
             result = self.store.write(lambda tx: self._seal_batch(tx, tenant_id), label="seal")
@@ -202,90 +171,9 @@ class LogSealer:
         """:meth:`seal` every tenant that has a log or pending events."""
         return [self.seal(tenant_id) for tenant_id in self.tenants()]
 
-    def _checked_head(self, tx: Transaction, tenant_id: str) -> Row:
-        """The tenant's head row, read without a lock and checked against its checkpoint."""
-        head = tx.one("log_head_get", {"tenant_id": tenant_id})
-        if head is None:
-            if tx.one("log_checkpoint_latest", {"tenant_id": tenant_id}) is not None:
-                raise _refuse(
-                    f"{tenant_id}'s log has a signed checkpoint but no head",
-                    "checkpoint_inconsistent",
-                )
-            return {"tenant_id": tenant_id, "size": 0, "checkpoint_seq": 0}
-        self._check(tx, tenant_id, head)
-        return head
-
-    def _head(self, tx: Transaction, tenant_id: str, now_us: int) -> tuple[Row, Frontier]:
-        """Hold the tenant's head row and check it against the latest signed checkpoint."""
-        tx.run(
-            "log_head_ensure",
-            {"tenant_id": tenant_id, "root_hash": EMPTY_ROOT.hex(), "now_us": now_us},
-        )
-        head = tx.one("log_head_lock", {"tenant_id": tenant_id})
-        if head is None:  # pragma: no cover - ensured just above
-            raise AssertionError("the log head vanished")
-        return head, self._check(tx, tenant_id, head)
-
-    def _check(self, tx: Transaction, tenant_id: str, head: Row) -> Frontier:
-        """The head's frontier, if it reproduces the latest signed checkpoint."""
-        try:
-            frontier = Frontier.from_hex(int(head["size"]), head["frontier"])
-        except ValueError as exc:
-            raise _refuse(
-                f"the stored frontier of {tenant_id}'s log is malformed",
-                "checkpoint_inconsistent",
-            ) from exc
-        latest = tx.one("log_checkpoint_latest", {"tenant_id": tenant_id})
-        if latest is None:
-            if frontier.size or int(head["checkpoint_seq"]):
-                raise _refuse(
-                    f"{tenant_id}'s log has entries but no signed checkpoint",
-                    "checkpoint_inconsistent",
-                )
-            return frontier
-        checkpoint = self._open(latest["note"], tenant_id)
-        if (
-            int(latest["seq"]) != int(head["checkpoint_seq"])
-            or checkpoint.size != frontier.size
-            or checkpoint.root_hash != frontier.root()
-        ):
-            raise _refuse(
-                f"{tenant_id}'s stored log head does not match its latest signed checkpoint "
-                f"#{latest['seq']} (size {checkpoint.size})",
-                "checkpoint_inconsistent",
-                checkpoint_seq=int(latest["seq"]),
-            )
-        return frontier
-
-    def _open(self, note: str, tenant_id: str) -> Checkpoint:
-        try:
-            checkpoint, _ = open_checkpoint(
-                note, [self.signer.verifier()], origin=origin_for(tenant_id)
-            )
-        except NoteError as exc:
-            if exc.code == "note_unverified":
-                raise LogKeyInvalid(
-                    f"the latest checkpoint of {tenant_id}'s log is not signed by key "
-                    f"{self.signer.name}+{self.signer.key_id:08x}; use that key, or rotate "
-                    "to this one (effectledger audit rotate-key)"
-                ) from exc
-            reason = "checkpoint_signature_invalid"
-            if exc.code == "checkpoint_origin_mismatch":
-                reason = "checkpoint_origin_mismatch"
-            raise _refuse(
-                f"the latest checkpoint of {tenant_id}'s log does not verify: {exc}", reason
-            ) from exc
-        rotation = parse_rotation(checkpoint)
-        if rotation is not None and rotation[1] != self.signer.verifier():
-            raise LogKeyInvalid(
-                f"{tenant_id}'s log was rotated to key {rotation[1].name}+"
-                f"{rotation[1].key_id:08x}; this sealer's key is retired"
-            )
-        return checkpoint
-
     def _seal_batch(self, tx: Transaction, tenant_id: str) -> tuple[Row, int, timedelta | None]:
         now_us = to_micros(self.clock.now())
-        head, frontier = self._head(tx, tenant_id, now_us)
+        head, frontier = held_head(tx, tenant_id, self.signer, now_us)
         rows = tx.all("log_pending_batch", {"tenant_id": tenant_id, "limit": self.batch_size})
         if not rows:
             return head, 0, None
@@ -314,22 +202,23 @@ class LogSealer:
         try:
             verify_consistency(old.size, frontier.size, old.root(), root, proof)
         except ProofError as exc:  # pragma: no cover - guards the frontier arithmetic itself
-            raise _refuse(
+            raise refuse(
                 f"the new tree of {tenant_id}'s log is not consistent with its last checkpoint",
                 "checkpoint_inconsistent",
             ) from exc
-        seq = int(head["checkpoint_seq"]) + 1
         note = sign_checkpoint(
             Checkpoint(origin_for(tenant_id), frontier.size, root), [self.signer]
         )
-        self._store_checkpoint(tx, tenant_id, seq, old.size, frontier, proof, note, now_us, head)
+        seq = store_checkpoint(
+            tx, head, frontier, previous_size=old.size, proof=proof, note=note, now_us=now_us
+        )
         delay = timedelta(microseconds=max(now_us - oldest_us, 0))
         return {**dict(head), "size": frontier.size, "checkpoint_seq": seq}, len(rows), delay
 
     def _leaf(self, tx: Transaction, row: Row, last_hash: dict[str, tuple[int, str]]) -> bytes:
         """Recompute one pending event's hash and chain link; return its leaf hash."""
         if row["event_id"] is None:
-            raise _refuse(
+            raise refuse(
                 f"event {row['pending_event_id']} was committed but its row is gone",
                 "event_deleted",
                 event_id=row["pending_event_id"],
@@ -338,7 +227,7 @@ class LogSealer:
         entry = canonical_entry(row)
         computed = row["event_hash"]
         if entry is None:
-            raise _refuse(
+            raise refuse(
                 f"event {row['event_id']} no longer matches the hash it was written with "
                 "(or its details are not canonical JSON)",
                 "event_edited",
@@ -360,7 +249,7 @@ class LogSealer:
                 },
             )
             if before is None:
-                raise _refuse(
+                raise refuse(
                     f"event {row['event_id']} follows sequence {sequence - 1} of operation "
                     f"{row['operation_id']}, which is missing",
                     "event_deleted",
@@ -368,7 +257,7 @@ class LogSealer:
                 )
             expected = before["event_hash"]
         if row["prev_hash"] != expected:
-            raise _refuse(
+            raise refuse(
                 f"event {row['event_id']} does not link to the event before it in operation "
                 f"{row['operation_id']}",
                 "event_edited",
@@ -376,47 +265,6 @@ class LogSealer:
             )
         last_hash[row["operation_id"]] = (sequence, computed)
         return leaf_of_entry(entry)
-
-    def _store_checkpoint(
-        self,
-        tx: Transaction,
-        tenant_id: str,
-        seq: int,
-        previous_size: int,
-        frontier: Frontier,
-        proof: list[bytes],
-        note: str,
-        now_us: int,
-        head: Row,
-    ) -> None:
-        tx.run(
-            "log_checkpoint_insert",
-            {
-                "tenant_id": tenant_id,
-                "seq": seq,
-                "size": frontier.size,
-                "root_hash": frontier.root().hex(),
-                "previous_size": previous_size,
-                "consistency_proof": json.dumps([node.hex() for node in proof]),
-                "note": note,
-                "now_us": now_us,
-            },
-        )
-        changed = tx.run(
-            "log_head_advance",
-            {
-                "tenant_id": tenant_id,
-                "size": frontier.size,
-                "root_hash": frontier.root().hex(),
-                "frontier": frontier.to_hex(),
-                "checkpoint_seq": seq,
-                "now_us": now_us,
-                "old_size": int(head["size"]),
-                "old_checkpoint_seq": int(head["checkpoint_seq"]),
-            },
-        )
-        if changed != 1:  # pragma: no cover - the head row is held by this transaction
-            raise ConcurrentModification(f"{tenant_id}'s log head moved during sealing")
 
     # -- key rotation --------------------------------------------------------------------
 
@@ -430,26 +278,14 @@ class LogSealer:
         validate_identifier(tenant_id, "tenant_id")
         if new_signer.verifier() == self.signer.verifier():
             raise LogKeyInvalid("the new log key is the current one")
-
-        def body(tx: Transaction) -> StoredCheckpoint | None:
-            now_us = to_micros(self.clock.now())
-            head, frontier = self._head(tx, tenant_id, now_us)
-            if int(head["checkpoint_seq"]) == 0:
-                return None
-            checkpoint = Checkpoint(
-                origin_for(tenant_id),
-                frontier.size,
-                frontier.root(),
-                (rotation_line(self.signer.verifier(), new_signer.verifier()),),
-            )
-            note = sign_checkpoint(checkpoint, [self.signer, new_signer])
-            if parse_rotation(Checkpoint.parse(checkpoint.to_text())) is None:  # pragma: no cover
-                raise AssertionError("a rotation checkpoint must announce its rotation")
-            seq = int(head["checkpoint_seq"]) + 1
-            self._store_checkpoint(
-                tx, tenant_id, seq, frontier.size, frontier, [], note, now_us, head
-            )
-            row = tx.one("log_checkpoint_latest", {"tenant_id": tenant_id})
-            return None if row is None else _stored(row)
-
-        return self.store.write(body, label="rotate_key")
+        now_us = to_micros(self.clock.now())
+        return self.store.write(
+            partial(
+                rotate,
+                tenant_id=tenant_id,
+                signer=self.signer,
+                new_signer=new_signer,
+                now_us=now_us,
+            ),
+            label="rotate_key",
+        )

@@ -23,32 +23,29 @@ per Merkle node) and keeps only the leaf hashes and each operation's chain head 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from effectledger.audit.bundle import (
-    FORMAT,
-    KIND_LOG,
-    KIND_RECEIPT,
-    EventLine,
-    parse_line,
-    scan_event_line,
-    text_bytes,
+from effectledger.audit.bundle import FORMAT, KIND_LOG, KIND_RECEIPT
+from effectledger.audit.bundle_scan import (
+    BundleScan,
+    Source,
+    bundle_lines,
+    proof_hashes,
+    scan_bundle,
 )
-from effectledger.audit.chain import GENESIS_HASH
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.diagnose import Finding, diagnose
 from effectledger.audit.frontier import Frontier
 from effectledger.audit.keys import origin_for, parse_verifiers
-from effectledger.audit.merkle import EMPTY_ROOT, ProofError, verify_inclusion
-from effectledger.audit.note import Checkpoint, Verifier
-from effectledger.errors import AuditVerificationFailed, InvalidInput
+from effectledger.audit.merkle import EMPTY_ROOT
+from effectledger.audit.proofs import verify_inclusion
+from effectledger.audit.signers import Verifier
+from effectledger.audit.tlog import Checkpoint
+from effectledger.errors import AuditVerificationFailed, InvalidInput, ProofError
 
 __all__ = ["Finding", "VerificationReport", "verify_bundle"]
-
-Source = str | os.PathLike[str] | bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,134 +81,6 @@ class VerificationReport:
             )
 
 
-@dataclass
-class _Scan:
-    header: dict[str, Any] | None = None
-    findings: list[Finding] = field(default_factory=list)
-    leaves: list[bytes] = field(default_factory=list)
-    chains: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
-    suspicious: bool = False
-    notes: list[tuple[int, str]] = field(default_factory=list)
-    events_before: list[int] = field(default_factory=list)
-    consistency: dict[tuple[int, int], list[bytes] | None] = field(default_factory=dict)
-    inclusions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    receipt_events: list[EventLine] = field(default_factory=list)
-
-
-def _lines(source: Source) -> Iterator[bytes]:
-    if isinstance(source, bytes):
-        yield from source.splitlines(keepends=True)
-        return
-    with open(source, "rb") as handle:
-        yield from handle
-
-
-def _hashes(value: object) -> list[bytes] | None:
-    if not isinstance(value, list) or not all(isinstance(node, str) for node in value):
-        return None
-    try:
-        return [bytes.fromhex(node) for node in value]
-    except ValueError:
-        return None
-
-
-def _scan(source: Source) -> _Scan:
-    scan = _Scan()
-    malformed = scan.findings.append
-    tenant: bytes | None = None
-    receipt = False
-    leaves, chains = scan.leaves, scan.chains
-    add_leaf = leaves.append
-    genesis = GENESIS_HASH.encode()
-    for number, raw in enumerate(_lines(source), start=1):
-        if raw.endswith(b"\n"):
-            line = raw[:-1]
-        else:
-            line = raw
-            malformed(Finding(code="bundle_malformed", message=f"line {number} is incomplete"))
-        fast = None if number == 1 or receipt else scan_event_line(line)
-        if fast is not None:  # the common case, kept lean: one canonical, consistent line
-            leaf, event_hash, position, operation, prev_hash, sequence, owner = fast
-            state = chains.get(operation)
-            expected = (1, genesis) if state is None else (state[0] + 1, state[1])
-            if (
-                position != len(leaves)
-                or owner != tenant
-                or sequence != expected[0]
-                or prev_hash != expected[1]
-            ):
-                scan.suspicious = True
-            chains[operation] = (sequence, event_hash)
-            add_leaf(leaf)
-            continue
-        try:
-            kind, value = parse_line(line)
-        except ValueError as exc:
-            malformed(Finding(code="bundle_malformed", message=f"line {number}: {exc}"))
-            scan.suspicious = True
-            continue
-        if number == 1:
-            if kind != "bundle":
-                malformed(Finding(code="bundle_malformed", message="line 1 is not a bundle header"))
-                return scan
-            scan.header = value
-            owner_id = value.get("tenant_id")
-            tenant = text_bytes(owner_id) if isinstance(owner_id, str) else None
-            receipt = value.get("kind") == KIND_RECEIPT
-        elif kind == "event":
-            _event(scan, value, tenant, receipt)
-        else:
-            _other(scan, kind, value, number)
-    return scan
-
-
-def _event(scan: _Scan, event: EventLine, tenant: bytes | None, receipt: bool) -> None:
-    """Account for an event line the fast path could not take."""
-    if receipt:
-        scan.receipt_events.append(event)
-        return
-    operation = text_bytes(event.operation_id)
-    prev_hash = event.prev_hash.encode()
-    state = scan.chains.get(operation)
-    if (
-        event.position != len(scan.leaves)
-        or event.event_hash != event.stated_event_hash
-        or event.leaf_hash.hex() != event.stated_leaf_hash
-        or text_bytes(event.tenant_id) != tenant
-        or (
-            (event.sequence, prev_hash) != (1, GENESIS_HASH.encode())
-            if state is None
-            else (event.sequence, prev_hash) != (state[0] + 1, state[1])
-        )
-    ):
-        scan.suspicious = True
-    scan.chains[operation] = (event.sequence, event.event_hash.encode())
-    scan.leaves.append(event.leaf_hash)
-
-
-def _other(scan: _Scan, kind: str, value: dict[str, Any], number: int) -> None:
-    """Record a checkpoint, consistency or inclusion line."""
-    malformed = scan.findings.append
-    if kind == "checkpoint":
-        note, seq = value.get("note"), value.get("seq")
-        if not isinstance(note, str) or not isinstance(seq, int):
-            malformed(Finding(code="bundle_malformed", message=f"line {number}: bad checkpoint"))
-            return
-        scan.notes.append((seq, note))
-        scan.events_before.append(len(scan.leaves))
-    elif kind == "consistency":
-        old, new = value.get("old_size"), value.get("new_size")
-        if isinstance(old, int) and isinstance(new, int):
-            scan.consistency[(old, new)] = _hashes(value.get("proof"))
-        else:
-            malformed(Finding(code="bundle_malformed", message=f"line {number}: bad proof"))
-    elif kind == "inclusion":
-        if isinstance(value.get("event_id"), str):
-            scan.inclusions[value["event_id"]] = value
-    else:
-        malformed(Finding(code="bundle_malformed", message=f"line {number}: a second header"))
-
-
 def _roots(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
     wanted = sorted({size for size in sizes if 0 <= size <= len(leaves)})
     roots: dict[int, bytes] = {0: EMPTY_ROOT}
@@ -240,7 +109,7 @@ def verify_bundle(
     if not verifiers:
         raise InvalidInput("name at least one trusted verifier key")
     try:
-        scan = _scan(source)
+        scan = scan_bundle(source)
     except OSError as exc:
         raise InvalidInput(f"cannot read the bundle: {exc.strerror or exc}") from exc
     header = scan.header
@@ -327,7 +196,7 @@ def _unique(findings: Iterable[Finding]) -> Iterator[Finding]:
 
 def _log_findings(
     source: Source,
-    scan: _Scan,
+    scan: BundleScan,
     checks: CheckpointChecks,
     roots: dict[int, bytes],
     kept: Sequence[Checkpoint],
@@ -366,7 +235,7 @@ def _log_findings(
     # A checkpoint line followed by events it covers was moved; the second pass names it.
     early = any(a.checkpoint.size > scan.events_before[a.index] < count for a in accepted)
     if scan.suspicious or mismatched or short or long or early:
-        named = diagnose(_lines(source), tenant, latest)
+        named = diagnose(bundle_lines(source), tenant, latest)
         findings += named
         if not named:
             first = mismatched[0] if mismatched else accepted[-1]
@@ -381,7 +250,7 @@ def _log_findings(
     return findings
 
 
-def _numbering(scan: _Scan) -> list[Finding]:
+def _numbering(scan: BundleScan) -> list[Finding]:
     """A log bundle holds every checkpoint: their numbers run 1, 2, 3, ... without a gap."""
     findings: list[Finding] = []
     expected = 1
@@ -399,7 +268,7 @@ def _numbering(scan: _Scan) -> list[Finding]:
     return findings
 
 
-def _receipt_findings(scan: _Scan, accepted: Sequence[Accepted]) -> list[Finding]:
+def _receipt_findings(scan: BundleScan, accepted: Sequence[Accepted]) -> list[Finding]:
     findings: list[Finding] = []
     roots = {a.checkpoint.size: a.checkpoint.root_hash for a in accepted}
     for event in scan.receipt_events:
@@ -421,7 +290,7 @@ def _receipt_findings(scan: _Scan, accepted: Sequence[Accepted]) -> list[Finding
         elif proof.get("position") != event.position or proof.get("size") not in roots:
             problem = "has a proof for another position or an unsigned tree size"
         else:
-            path = _hashes(proof.get("proof"))
+            path = proof_hashes(proof.get("proof"))
             try:
                 verify_inclusion(
                     event.leaf_hash,

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from effectledger.audit.bundle import read_events
-from effectledger.audit.chain import verify_chain
+from effectledger.audit.bundle_reader import read_events
 from effectledger.audit.explain import explain, explain_stored
 from effectledger.audit.keys import parse_verifiers
 from effectledger.audit.reading import latest_checkpoint, operation_events
@@ -27,6 +26,7 @@ from effectledger.cli.options import (
 )
 from effectledger.cli.output import Output, jsonable
 from effectledger.errors import ExportFailed, InvalidInput, NotFound
+from effectledger.events.chain import verify_chain
 from effectledger.ledger import Ledger
 from effectledger.model import AuditEvent, Context, validate_identifier
 

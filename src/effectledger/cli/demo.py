@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 from effectledger.actions import ActionRegistry
-from effectledger.audit.chain import verify_chain
 from effectledger.callers.tools import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
@@ -25,6 +24,7 @@ from effectledger.cli.output import Output
 from effectledger.clock import ManualClock, SystemClock
 from effectledger.destinations.simulated import SimulatedReceiver, SubmitMode
 from effectledger.errors import EffectLedgerError, InvalidInput
+from effectledger.events.chain import verify_chain
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.extras import require_extra
 from effectledger.ledger import Ledger, LedgerSettings

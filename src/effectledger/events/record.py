@@ -16,10 +16,10 @@ under the event's version. From ``B`` everything else follows, with SHA-256 and 
   the next event of the operation stores it as its ``prev_hash``;
 * the Merkle **leaf entry** is ``B`` itself, so ``leaf_hash = SHA-256(0x00 ‖ B)`` (RFC 9162 §2.1.1).
 
-The body, the row splice, the details cut and the bundle's fast scanner
-(:mod:`effectledger.audit.bundle`) are all generated from :data:`EVENT_FIELDS`; adding a field
-is one line here (with its ``audit_events`` column and its
-:class:`~effectledger.model.AuditEvent` attribute).
+The body, the row splice, the details cut, the bundle's event line and its fast scanner
+(:mod:`effectledger.audit.bundle`, :mod:`effectledger.audit.bundle_reader`) are all generated
+from :data:`EVENT_FIELDS`; adding a field is one line here (with its ``audit_events`` column and
+its :class:`~effectledger.model.AuditEvent` attribute).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every audit event stores ``prev_hash`` (the ``event_hash`` of the previous event of the same
 operation, or :data:`GENESIS_HASH` for the first) and its own ``event_hash``, the digest of its
-chain body in domain ``event`` (:mod:`effectledger.audit.record` defines the body and its bytes;
+chain body in domain ``event`` (:mod:`effectledger.events.record` defines the body and its bytes;
 the hash string says its encoding version). Editing, dropping, inserting or reordering an event
 of an operation breaks the chain from that point on; a deleted whole operation is caught by the
 Merkle log, not here.
@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from effectledger.audit.record import (
+from effectledger.canonical import CURRENT_VERSION
+from effectledger.errors import ChainBreak, InvalidInput
+from effectledger.events.record import (
     GENESIS_HASH,
     body_from_event,
     entry_bytes,
@@ -22,8 +24,6 @@ from effectledger.audit.record import (
     hash_event,
     hash_of_entry,
 )
-from effectledger.canonical import CURRENT_VERSION
-from effectledger.errors import ChainBreak, InvalidInput
 from effectledger.model import AuditEvent
 
 __all__ = [
