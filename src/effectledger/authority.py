@@ -39,6 +39,8 @@ from effectledger.errors import (
 from effectledger.ledger import (
     DISPATCH_WORKER,
     Ledger,
+    append_event,
+    claim_in,
     lock_scope,
     lock_trail,
     new_id,
@@ -175,8 +177,9 @@ class Authority:
                     f"operation id {operation_id} is already taken", operation_id=operation_id
                 )
             tx.run("proposal_insert", row)
-            self.ledger.append_event(
+            append_event(
                 tx,
+                self.ledger,
                 tenant_id=context.tenant_id,
                 operation_id=operation_id,
                 actor=context.actor_id,
@@ -304,8 +307,9 @@ class Authority:
                     proposal_id=proposal_id,
                 )
             # The event first: the database refuses a decision without the event recording it.
-            self.ledger.append_event(
+            append_event(
                 tx,
+                self.ledger,
                 tenant_id=approver.tenant_id,
                 operation_id=proposal.operation_id,
                 actor=approver.actor_id,
@@ -376,8 +380,9 @@ class Authority:
             proposal = proposal_from_row(row)
         except TamperedProposal as exc:
             self._write(
-                lambda tx: self.ledger.append_event(
+                lambda tx: append_event(
                     tx,
+                    self.ledger,
                     tenant_id=context.tenant_id,
                     operation_id=row["operation_id"],
                     actor=context.actor_id,
@@ -409,8 +414,9 @@ class Authority:
             )
             if not claim or isinstance(admitted, Denial) or admitted.replayed:
                 return admitted
-            prepared = self.ledger.claim_in(
+            prepared = claim_in(
                 tx,
+                self.ledger,
                 context,
                 proposal.operation_id,
                 attempt_id=attempt_id,
@@ -516,8 +522,9 @@ class Authority:
                 "capacity_limit_set",
                 {"tenant_id": tenant_id, "pool": pool, "limit_units": units, "now_us": now_us},
             )
-            self.ledger.append_event(
+            append_event(
                 tx,
+                self.ledger,
                 tenant_id=tenant_id,
                 operation_id=capacity_trail(pool),
                 actor=actor,
