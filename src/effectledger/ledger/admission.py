@@ -15,7 +15,6 @@ from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_byte
 from effectledger.errors import (
     AdmissionConflict,
     InvalidInput,
-    MissingAdmission,
     NotFound,
     OperationIdTaken,
 )
@@ -78,7 +77,11 @@ def draft_operation(
     # case it was built around that (object.__setattr__ on a frozen record).
     DestinationRef(account_id=destination.account_id, endpoint=destination.endpoint)
     if not isinstance(admission_reference, str) or not admission_reference.strip():
-        raise MissingAdmission("an operation needs the reference of the decision admitting it")
+        # The caller left it out: an input error, not stored data failing a check.
+        raise InvalidInput(
+            "an operation needs the reference of the decision admitting it",
+            field="admission_reference",
+        )
     reference(admission_reference, "admission_reference")
     for name, value in (("proposal_id", proposal_id), ("approval_id", approval_id)):
         if value is not None:

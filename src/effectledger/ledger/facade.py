@@ -389,7 +389,8 @@ class Ledger:
         """Move a RETRY_PENDING operation back to READY, within a budget of ``max_retries``.
 
         This is the explicit retry policy's step: the model-facing tool never calls it. The same
-        operation, command, destination and idempotency key are kept.
+        operation, command, destination and idempotency key are kept. An operation that used
+        its retries is refused with ``invalid_transition`` (``reason="retry_budget_exhausted"``).
         """
         body = functools.partial(
             reconciliation.authorize_retry_in,

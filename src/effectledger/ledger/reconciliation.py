@@ -317,7 +317,7 @@ def authorize_retry_in(
         raise InvalidTransition(
             f"operation {operation_id} has used its {max_retries} retries",
             operation_id=operation_id,
-            code_reason="retry_budget_exhausted",
+            reason="retry_budget_exhausted",
         )
     updated = write_transition(
         tx,
