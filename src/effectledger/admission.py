@@ -14,7 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from effectledger.actions import Action
-from effectledger.ledger import Ledger, lock_scope, lock_trail, new_id
+from effectledger.ledger import (
+    Ledger,
+    append_event,
+    draft_operation,
+    insert_operation,
+    lock_scope,
+    lock_trail,
+    new_id,
+)
 from effectledger.model import Command, Context, Operation, PreparedAttempt, to_micros
 from effectledger.policy import Decision, Tier
 from effectledger.proposals import Approval, Proposal, approval_from_row
@@ -60,8 +68,9 @@ def admit_proposal(
     lock_trail(tx, context.tenant_id, proposal.operation_id)
     outcome = _decide(tx, ledger, context, proposal, action, approval_id, current_version, now)
     if isinstance(outcome, Denial):
-        ledger.append_event(
+        append_event(
             tx,
+            ledger,
             tenant_id=context.tenant_id,
             operation_id=proposal.operation_id,
             actor=context.actor_id,
@@ -133,7 +142,7 @@ def _decide(
         reference = f"approval/{approvals[0].approval_id}"
     else:
         reference = f"policy/{decision.policy_version}/{decision.tier.value}"
-    draft = ledger.draft_operation(
+    draft = draft_operation(
         context,
         operation_id=proposal.operation_id,
         revision=proposal.proposal_id,
@@ -149,7 +158,7 @@ def _decide(
         pool=proposal.pool,
         units=proposal.units,
     )
-    operation = ledger.insert_operation(tx, draft)
+    operation = insert_operation(tx, ledger, draft)
     for approval in approvals:
         tx.run(
             "consumption_insert",
@@ -259,8 +268,9 @@ def _preauthorize(
     now: datetime,
 ) -> Approval:
     approval_id = f"preauth-{new_id()}"
-    ledger.append_event(
+    append_event(
         tx,
+        ledger,
         tenant_id=context.tenant_id,
         operation_id=proposal.operation_id,
         actor=f"policy:{version}",

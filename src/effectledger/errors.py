@@ -337,7 +337,8 @@ class ChainBreak(IntegrityError):
 
 
 class MissingAdmission(IntegrityError):
-    """An operation lacks the admission reference that authorized it."""
+    """A stored operation lacks the admission reference that authorized it (a caller that
+    leaves it out is told ``invalid_input``)."""
 
     code = "missing_admission"
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from effectledger.model import Context, DestinationRef
 
 if TYPE_CHECKING:
-    from effectledger.authority import Proposal
+    from effectledger.proposals import Proposal
 
 __all__ = ["Decision", "Policy", "Preauthorization", "RulePolicy", "Tier"]
 

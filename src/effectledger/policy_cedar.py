@@ -24,7 +24,7 @@ from effectledger.model import Context
 from effectledger.policy import Decision, Tier
 
 if TYPE_CHECKING:
-    from effectledger.authority import Proposal
+    from effectledger.proposals import Proposal
 
 __all__ = ["CedarPolicy"]
 

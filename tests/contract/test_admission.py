@@ -13,7 +13,6 @@ from effectledger import (
     DestinationRef,
     InvalidInput,
     Ledger,
-    MissingAdmission,
     OperationState,
     SimulatedReceiver,
 )
@@ -187,8 +186,11 @@ def test_malformed_input_is_refused_before_anything_is_written(
 def test_admission_without_a_decision_reference_is_refused(
     ledger: Ledger, context: Context, receiver: SimulatedReceiver, store_url: str
 ) -> None:
-    """An operation cannot be admitted without the reference of the decision that admits it."""
-    with pytest.raises(MissingAdmission):
+    """An operation cannot be admitted without the reference of the decision that admits it.
+
+    The caller left it out: an input error naming the field, not an integrity failure.
+    """
+    with pytest.raises(InvalidInput) as caught:
         ledger.admit(
             context,
             operation_id="op-1",
@@ -197,7 +199,10 @@ def test_admission_without_a_decision_reference_is_refused(
             destination=DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint),
             admission_reference="  ",
         )
+    assert caught.value.code == "invalid_input"
+    assert caught.value.details["field"] == "admission_reference"
     assert count_rows(store_url, "operations") == 0
+    assert count_rows(store_url, "audit_events") == 0
 
 
 def test_forged_identity_in_context_fields_is_validated() -> None:

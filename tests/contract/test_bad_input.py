@@ -23,6 +23,7 @@ from effectledger import (
     open_store,
 )
 from effectledger.errors import EffectLedgerError
+from effectledger.ledger import draft_operation
 from effectledger.store import Store
 from tests.acceptance.test_authority_matrix import AGENT, REVIEWER, World
 from tests.conftest import admit, count_rows, reply_command
@@ -137,7 +138,7 @@ def test_units_beyond_what_the_database_holds_are_refused(
 ) -> None:
     """An operation drafted with 2**70 units is refused before it reaches the database."""
     _refused(
-        lambda: ledger.draft_operation(
+        lambda: draft_operation(
             context,
             operation_id="op-1",
             revision="rev-1",

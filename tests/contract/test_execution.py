@@ -176,8 +176,9 @@ def test_retry_budget_and_state_are_enforced(
     executor.execute(context, "op-1")
     ledger.authorize_retry(context, "op-1", max_retries=1)
     executor.execute(context, "op-1")
-    with pytest.raises(InvalidTransition, match="used its 1 retries"):
+    with pytest.raises(InvalidTransition, match="used its 1 retries") as caught:
         ledger.authorize_retry(context, "op-1", max_retries=1)
+    assert caught.value.details == {"operation_id": "op-1", "reason": "retry_budget_exhausted"}
     receiver.submit_mode = SubmitMode.PERMANENT_REJECT
     admit(ledger, context, receiver, "op-2")
     executor.execute(context, "op-2")

@@ -1,0 +1,118 @@
+"""Proposals: the immutable, digest-bound record of one concrete intended effect.
+
+The proposer is the trusted context's actor; the target, resource version, units, pool,
+destination, policy version and expiry come from the registered action, never from the
+arguments the model sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from effectledger.actions import Action
+from effectledger.canonical import canonical_bytes, digest
+from effectledger.clock import Clock
+from effectledger.errors import InvalidInput, NotFound, OperationIdTaken
+from effectledger.ledger import Ledger, append_event, lock_trail, new_id, validate_operation_id
+from effectledger.model import Context, to_micros, validate_identifier
+from effectledger.proposals import Correlation, Proposal, proposal_digest_body, proposal_from_row
+from effectledger.store import Store, Transaction
+
+__all__ = ["MAX_UNITS", "approval_consumed_by", "get_proposal", "proposal_row", "propose_in"]
+
+MAX_UNITS = 2**53 - 1  # what every JSON reader holds exactly
+
+
+def proposal_row(
+    context: Context,
+    action: Action,
+    arguments: Mapping[str, Any],
+    *,
+    operation_id: str | None,
+    correlation: Correlation | Mapping[str, str] | None,
+    clock: Clock,
+) -> dict[str, Any]:
+    """The proposal row to store, its digest computed; every input checked, nothing written."""
+    model = action.validate(arguments)
+    normalized = model.model_dump(mode="json")
+    arguments_bytes = canonical_bytes(normalized)  # refuses floats, oversize, surrogates
+    if operation_id is None:
+        operation_id = f"op-{new_id()}"
+    validate_operation_id(operation_id)
+    correlation_record = Correlation.coerce(correlation)
+    target = action.target(model)
+    units = action.units(model)
+    if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= MAX_UNITS:
+        raise InvalidInput(
+            f"{action.name} computed an invalid number of units (0-{MAX_UNITS})", field="units"
+        )
+    resource_version = action.resource_version(context, target)
+    now = clock.now()
+    body = proposal_digest_body(
+        tenant_id=context.tenant_id,
+        operation_id=operation_id,
+        proposer_id=context.actor_id,
+        action=action.name,
+        contract_version=action.contract_version,
+        target=target,
+        resource_version=resource_version,
+        arguments=normalized,
+        units=units,
+        pool=action.pool,
+        destination=action.destination,
+        policy_version=action.policy.version,
+        expires_us=to_micros(now + action.proposal_ttl),
+    )
+    return {
+        **{k: v for k, v in body.items() if k not in {"arguments", "destination"}},
+        "proposal_id": f"prop-{new_id()}",
+        "arguments_json": arguments_bytes.decode(),
+        "destination_account": action.destination.account_id,
+        "destination_endpoint": action.destination.endpoint,
+        "correlation_json": canonical_bytes(correlation_record.to_dict()).decode(),
+        "digest": digest("proposal", body),
+        "created_us": to_micros(now),
+    }
+
+
+def propose_in(tx: Transaction, ledger: Ledger, row: Mapping[str, Any]) -> None:
+    """Store the proposal ``row`` and its ``ProposalRecorded`` event, on a trail of its own.
+
+    Raises :class:`OperationIdTaken` when the operation id already names another proposal,
+    operation or trail.
+    """
+    tenant_id, operation_id = row["tenant_id"], row["operation_id"]
+    key = {"tenant_id": tenant_id, "operation_id": operation_id}
+    lock_trail(tx, tenant_id, operation_id)
+    if tx.one("proposal_for_operation", key) or tx.one("event_head", key):
+        raise OperationIdTaken(
+            f"operation id {operation_id} is already taken", operation_id=operation_id
+        )
+    tx.run("proposal_insert", row)
+    append_event(
+        tx,
+        ledger,
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        actor=row["proposer_id"],
+        event_type="ProposalRecorded",
+        evidence_reference=f"proposal/{row['proposal_id']}",
+        details={"proposal_id": row["proposal_id"], "digest": row["digest"], "units": row["units"]},
+    )
+
+
+def get_proposal(store: Store, context: Context, proposal_id: str) -> Proposal:
+    """The tenant's proposal, its digest recomputed (:class:`TamperedProposal` if edited)."""
+    validate_identifier(proposal_id, "proposal_id")
+    row = store.one("proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id})
+    if row is None:
+        raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
+    return proposal_from_row(row)
+
+
+def approval_consumed_by(store: Store, context: Context, approval_id: str) -> str | None:
+    """The operation that consumed the approval, or ``None`` while it is unspent."""
+    validate_identifier(approval_id, "approval_id")
+    row = store.one("consumption_get", {"tenant_id": context.tenant_id, "approval_id": approval_id})
+    return None if row is None else str(row["operation_id"])

@@ -1,0 +1,190 @@
+"""Admission on the ledger's side: validate the operation to insert, and insert it once.
+
+:func:`draft_operation` checks every argument without touching the database;
+:func:`insert_operation` inserts the draft and its ``OperationAdmitted`` event inside a caller's
+transaction (an admission on a proposal, or :func:`admit_in` for one on an outside decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
+from effectledger.errors import (
+    AdmissionConflict,
+    InvalidInput,
+    NotFound,
+    OperationIdTaken,
+)
+from effectledger.events.chain import GENESIS_HASH
+from effectledger.ledger.checks import checked_context, reference
+from effectledger.ledger.settings import LedgerParts
+from effectledger.ledger.trail import (
+    key,
+    lock_trail,
+    new_id,
+    now_us,
+    validate_operation_id,
+    write_event,
+)
+from effectledger.model import Command, Context, DestinationRef, Operation, validate_identifier
+from effectledger.rows import operation_from_row
+from effectledger.store import Row, Transaction
+
+__all__ = ["admit_in", "draft_operation", "insert_operation"]
+
+MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
+_COMPARED = (
+    "requester_id",
+    "revision",
+    "fingerprint",
+    "destination_account",
+    "destination_endpoint",
+)
+
+
+def draft_operation(
+    context: Context,
+    *,
+    operation_id: str,
+    revision: str,
+    command: Command,
+    destination: DestinationRef,
+    admission_reference: str,
+    proposal_id: str | None = None,
+    approval_id: str | None = None,
+    pool: str | None = None,
+    units: int = 0,
+) -> dict[str, Any]:
+    """Validate an admission and return the row to insert (no database access).
+
+    Every argument is checked before anything is written; a malformed one is refused with
+    ``invalid_input`` naming the field.
+    """
+    checked_context(context)
+    validate_operation_id(operation_id)
+    validate_identifier(revision, "revision")
+    if not isinstance(command, Command):
+        raise InvalidInput("command must be a Command", field="command")
+    validate_identifier(command.action, "action")
+    validate_identifier(command.contract_version, "contract_version")
+    if not isinstance(command.arguments, Mapping):
+        raise InvalidInput("command.arguments must be a mapping", field="command.arguments")
+    if not isinstance(destination, DestinationRef):
+        raise InvalidInput("destination must be a DestinationRef", field="destination")
+    # A DestinationRef validated its account and endpoint when it was made; re-check in
+    # case it was built around that (object.__setattr__ on a frozen record).
+    DestinationRef(account_id=destination.account_id, endpoint=destination.endpoint)
+    if not isinstance(admission_reference, str) or not admission_reference.strip():
+        # The caller left it out: an input error, not stored data failing a check.
+        raise InvalidInput(
+            "an operation needs the reference of the decision admitting it",
+            field="admission_reference",
+        )
+    reference(admission_reference, "admission_reference")
+    for name, value in (("proposal_id", proposal_id), ("approval_id", approval_id)):
+        if value is not None:
+            validate_identifier(value, name)
+    if pool is not None:
+        validate_identifier(pool, "pool")
+    if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= MAX_UNITS:
+        raise InvalidInput(f"units must be an integer from 0 to {MAX_UNITS}", field="units")
+    stored_command = {
+        "action": command.action,
+        "contract_version": command.contract_version,
+        "arguments": command.arguments,
+    }
+    command_bytes = canonical_bytes(stored_command, version=COMMAND_VERSION)
+    return {
+        "tenant_id": context.tenant_id,
+        "operation_id": operation_id,
+        "requester_id": context.actor_id,
+        "revision": revision,
+        "fingerprint": digest_bytes("command", command_bytes, version=COMMAND_VERSION),
+        "destination_account": destination.account_id,
+        "destination_endpoint": destination.endpoint,
+        "action": command.action,
+        "contract_version": command.contract_version,
+        "command_json": command_bytes.decode(),
+        "admission_reference": admission_reference,
+        "proposal_id": proposal_id,
+        "approval_id": approval_id,
+        "pool": pool,
+        "units": units,
+    }
+
+
+def admit_in(tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any]) -> Operation:
+    """Admit a drafted operation on an outside decision: hold its trail, then insert it."""
+    lock_trail(tx, draft["tenant_id"], draft["operation_id"])
+    return insert_operation(tx, ledger, draft, own_trail=True)
+
+
+def insert_operation(
+    tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any], *, own_trail: bool = False
+) -> Operation:
+    """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
+
+    The caller holds the operation's trail (:func:`lock_trail`). The operation's trail
+    continues any events already written under its id (its proposal and approval). An
+    existing operation with the same requester, revision, fingerprint and destination is
+    returned as it is; any other raises :class:`AdmissionConflict`. With ``own_trail`` (an
+    admission on an outside decision) an id whose trail was begun by a proposal belongs to
+    that proposal, and :class:`OperationIdTaken` is raised (nothing is kept); the proposal is
+    looked for only when the id already has a trail.
+    """
+    trail = key(draft["tenant_id"], draft["operation_id"])
+    # The insert itself is the existence check: it returns the new row, or none if the id is
+    # taken (an earlier admission, or a concurrent one that committed first), and only then
+    # is the stored operation read and compared.
+    at_us = now_us(ledger.clock)
+    head = tx.one("event_head", trail)
+    sequence = 1 if head is None else int(head["sequence"]) + 1
+    event = write_event(
+        tx,
+        **trail,
+        sequence=sequence,
+        prev_hash=GENESIS_HASH if head is None else head["event_hash"],
+        actor=draft["requester_id"],
+        event_type="OperationAdmitted",
+        now_us=at_us,
+        evidence_reference=draft["admission_reference"],
+        details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
+        insert=False,
+    )
+    inserted = tx.one(
+        "operation_insert",
+        {
+            **draft,
+            "idempotency_key": f"el-{new_id()}",
+            "event_sequence": sequence,
+            "now_us": at_us,
+            "event_hash": event["event_hash"],
+        },
+    )
+    if inserted is None:  # admitted before, or a concurrent admission won: compare with it
+        existing = tx.one("operation_get", trail)
+        if existing is None:  # pragma: no cover - the conflicting row is visible
+            raise NotFound("operation vanished during admission")
+        return _matching(existing, draft)
+    if own_trail and head is not None and tx.one("proposal_for_operation", trail):
+        raise OperationIdTaken(
+            f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
+            operation_id=draft["operation_id"],
+        )
+    tx.run("event_insert", event)
+    return operation_from_row(inserted)
+
+
+def _matching(row: Row, draft: Mapping[str, Any]) -> Operation:
+    """The stored operation if ``draft`` is its exact replay, else :class:`AdmissionConflict`."""
+    differs = sorted(name for name in _COMPARED if row[name] != draft[name])
+    if differs:
+        raise AdmissionConflict(
+            f"operation {draft['operation_id']} was admitted before with another "
+            + ", ".join(differs),
+            operation_id=draft["operation_id"],
+            differs=differs,
+        )
+    return operation_from_row(row)

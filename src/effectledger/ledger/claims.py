@@ -1,0 +1,349 @@
+"""Claims: a READY operation becomes one attempt to submit, or is released without one.
+
+A claim checks the stored command against its fingerprint, its admission and its trail
+(:func:`~effectledger.dispatch_checks.check_dispatchable`), writes the attempt and moves the
+operation to IN_PROGRESS with ``AttemptPrepared``, all in one transaction. Only a committed
+claim may be submitted.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from effectledger.canonical import COMMAND_VERSION, digest_bytes
+from effectledger.dispatch_checks import authorized_command, check_dispatchable
+from effectledger.errors import (
+    CommitUncertain,
+    ConcurrentModification,
+    DestinationMismatch,
+    IntegrityError,
+    MissingAdmission,
+    NotFound,
+    TamperedCommand,
+)
+from effectledger.ledger.settings import LedgerParts, micros
+from effectledger.ledger.trail import key, new_id, now_us, write_transition
+from effectledger.model import (
+    Context,
+    DestinationRef,
+    DispatchResult,
+    OperationState,
+    PreparedAttempt,
+)
+from effectledger.rows import result_from_row
+from effectledger.store import Row, Transaction
+
+__all__ = [
+    "claim_in",
+    "claim_locked",
+    "claim_next",
+    "claim_next_in",
+    "claim_or_status",
+    "claim_row",
+    "committed_claim_in",
+    "release_in",
+]
+
+log = logging.getLogger("effectledger.ledger")
+_CLAIM_PASSES = 8  # READY rows failing their integrity check that one pool claim passes over
+
+
+def claim_row(
+    tx: Transaction,
+    ledger: LedgerParts,
+    row: Row,
+    *,
+    attempt_id: str,
+    executor_id: str,
+    bound_to: DestinationRef | None = None,
+) -> PreparedAttempt | None:
+    """The claim step on a READY row: checks, attempt, state change, event.
+
+    ``row`` is read (and locked) in this transaction, or read just before it: the state
+    change is guarded by the row's version either way, so a row that changed since is not
+    claimed (:class:`ConcurrentModification`, and the transaction must roll back). Raises an
+    :class:`IntegrityError` before writing anything if the stored command no longer hashes
+    to its fingerprint or the admission reference is missing, and
+    :class:`DestinationMismatch` if ``bound_to`` is not the operation's destination.
+    """
+    operation_id = row["operation_id"]
+    if row["state"] != OperationState.READY.value:
+        return None
+    # The stored bytes themselves must still hash to the admitted fingerprint.
+    command = row["command_json"].encode()
+    if digest_bytes("command", command, version=COMMAND_VERSION) != row["fingerprint"]:
+        raise TamperedCommand(
+            f"the stored command of {operation_id} does not match its fingerprint",
+            operation_id=operation_id,
+        )
+    if not str(row["admission_reference"] or "").strip():
+        raise MissingAdmission(
+            f"operation {operation_id} has no admission reference",
+            operation_id=operation_id,
+        )
+    destination = DestinationRef(
+        account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+    )
+    if bound_to is not None and bound_to != destination:
+        raise DestinationMismatch(
+            "the destination adapter is not bound to the operation's account and endpoint",
+            operation_id=operation_id,
+        )
+    approved_digest = check_dispatchable(tx, row)
+    at_us = now_us(ledger.clock)
+    tx.run(
+        "attempt_insert",
+        {
+            **key(row["tenant_id"], operation_id),
+            "attempt_id": attempt_id,
+            "executor_id": executor_id,
+            "destination_account": destination.account_id,
+            "destination_endpoint": destination.endpoint,
+            "idempotency_key": row["idempotency_key"],
+            "now_us": at_us,
+            "recover_after_us": at_us + micros(ledger.settings.recover_after),
+        },
+    )
+    write_transition(
+        tx,
+        row,
+        actor=executor_id,
+        event_type="AttemptPrepared",
+        now_us=at_us,
+        attempt_id=attempt_id,
+        state=OperationState.IN_PROGRESS.value,
+        active_attempt_id=attempt_id,
+    )
+    return PreparedAttempt(
+        tenant_id=row["tenant_id"],
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        command=authorized_command(row, approved_digest),
+        idempotency_key=row["idempotency_key"],
+        destination=destination,
+    )
+
+
+def _locked(tx: Transaction, context: Context, operation_id: str) -> Row:
+    """The operation, locked, if the context's actor requested it (else ``not_found``)."""
+    row = tx.one("operation_lock", key(context.tenant_id, operation_id))
+    if row is None or row["requester_id"] != context.actor_id:
+        raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+    return row
+
+
+def claim_locked(
+    tx: Transaction,
+    ledger: LedgerParts,
+    context: Context,
+    operation_id: str,
+    *,
+    attempt_id: str,
+    executor_id: str,
+    bound_to: DestinationRef | None,
+    expected_version: int | None,
+) -> PreparedAttempt | None:
+    """Lock the operation and claim it if it is READY (at ``expected_version``, when given)."""
+    row = _locked(tx, context, operation_id)
+    if row["state"] != OperationState.READY.value:
+        return None
+    if expected_version is not None and int(row["version"]) != expected_version:
+        return None
+    return claim_row(
+        tx, ledger, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
+    )
+
+
+def claim_in(
+    tx: Transaction,
+    ledger: LedgerParts,
+    context: Context,
+    operation_id: str,
+    *,
+    attempt_id: str,
+    executor_id: str,
+    bound_to: DestinationRef | None = None,
+) -> PreparedAttempt | None:
+    """The claim of :meth:`Ledger.claim`, inside a caller's ``tx`` (an admission that claims).
+
+    Nothing may be submitted before ``tx`` commits; a ``CommitUncertain`` from that commit is
+    settled with :meth:`Ledger.committed_claim` under ``attempt_id``.
+    """
+    row = _locked(tx, context, operation_id)
+    return claim_row(
+        tx, ledger, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
+    )
+
+
+def claim_or_status(
+    ledger: LedgerParts,
+    context: Context,
+    operation_id: str,
+    *,
+    executor_id: str,
+    bound_to: DestinationRef | None,
+) -> PreparedAttempt | DispatchResult | None:
+    """The claim of a READY operation read once outside any transaction, or its state.
+
+    ``None`` when another executor's claim came first (the caller reads the status then).
+    """
+    row = ledger.store.one("operation_dispatch", key(context.tenant_id, operation_id))
+    if row is None or row["requester_id"] != context.actor_id:
+        raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+    if row["state"] != OperationState.READY.value:
+        return result_from_row(row)
+    attempt_id = new_id()
+    body = functools.partial(
+        claim_row,
+        ledger=ledger,
+        row=row,
+        attempt_id=attempt_id,
+        executor_id=executor_id,
+        bound_to=bound_to,
+    )
+    try:
+        return ledger.store.write(body, label="claim")
+    except ConcurrentModification:
+        return None
+    except CommitUncertain as exc:
+        raise CommitUncertain(
+            exc.message,
+            tenant_id=context.tenant_id,
+            operation_id=operation_id,
+            attempt_id=attempt_id,
+        ) from exc
+
+
+def claim_next_in(
+    tx: Transaction,
+    ledger: LedgerParts,
+    destination: DestinationRef,
+    picked: list[Row],
+    *,
+    attempt_id: str,
+    executor_id: str,
+) -> PreparedAttempt | None:
+    """Claim the oldest READY operation bound to ``destination`` that passes its checks.
+
+    The row claimed is put in ``picked``, so a lost COMMIT can name it. An operation that
+    fails its integrity check is left READY and logged, never claimed.
+    """
+    picked.clear()
+    start = {
+        "destination_account": destination.account_id,
+        "destination_endpoint": destination.endpoint,
+        "after_us": -1,
+        "after_tenant": "",
+        "after_operation": "",
+    }
+    position = start
+    for _ in range(_CLAIM_PASSES):
+        row = tx.one("operations_ready_lock", position)
+        if row is None:
+            return None
+        try:
+            prepared = claim_row(tx, ledger, row, attempt_id=attempt_id, executor_id=executor_id)
+        except IntegrityError as exc:  # raised before anything is written
+            log.error("not claiming %s/%s: %s", row["tenant_id"], row["operation_id"], exc)
+            position = {
+                **start,
+                "after_us": row["created_us"],
+                "after_tenant": row["tenant_id"],
+                "after_operation": row["operation_id"],
+            }
+            continue
+        picked.append(row)
+        return prepared
+    return None
+
+
+def claim_next(
+    ledger: LedgerParts,
+    destination: DestinationRef,
+    *,
+    attempt_id: str,
+    executor_id: str,
+) -> PreparedAttempt | None:
+    """:func:`claim_next_in` in its own transaction; a lost COMMIT names the operation picked."""
+    picked: list[Row] = []
+    body = functools.partial(
+        claim_next_in,
+        ledger=ledger,
+        destination=destination,
+        picked=picked,
+        attempt_id=attempt_id,
+        executor_id=executor_id,
+    )
+    try:
+        return ledger.store.write(body, label="claim_next")
+    except CommitUncertain as exc:
+        if not picked:
+            raise
+        raise CommitUncertain(
+            exc.message,
+            tenant_id=picked[0]["tenant_id"],
+            operation_id=picked[0]["operation_id"],
+            attempt_id=attempt_id,
+        ) from exc
+
+
+def release_in(
+    tx: Transaction,
+    ledger: LedgerParts,
+    context: Context,
+    operation_id: str,
+    *,
+    reason: str,
+    expected_version: int,
+) -> tuple[DispatchResult, bool]:
+    """Release a READY operation at ``expected_version``; its state and whether it was released."""
+    row = tx.one("operation_get", key(context.tenant_id, operation_id))
+    if row is None or row["requester_id"] != context.actor_id:
+        raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+    stale = int(row["version"]) != expected_version
+    if row["state"] != OperationState.READY.value or stale:
+        return result_from_row(row), False
+    updated = write_transition(
+        tx,
+        row,
+        actor=context.actor_id,
+        event_type="OperationReleased",
+        now_us=now_us(ledger.clock),
+        details={"reason": reason},
+        state=OperationState.RELEASED.value,
+    )
+    return result_from_row(updated), True
+
+
+def committed_claim_in(
+    tx: Transaction, tenant_id: str, operation_id: str, attempt_id: str
+) -> PreparedAttempt | None:
+    """The claim made under ``attempt_id`` once the operation settled, if it awaits submission."""
+    operation = key(tenant_id, operation_id)
+    tx.one("operation_settle", operation)
+    attempt = tx.one("attempt_get", {**operation, "attempt_id": attempt_id})
+    row = tx.one("operation_get", operation)
+    if (
+        attempt is None
+        or row is None
+        or row["active_attempt_id"] != attempt_id
+        or row["state"] != OperationState.IN_PROGRESS.value
+    ):
+        return None
+    proposal = None
+    if row["proposal_id"] is not None:
+        proposal = tx.one(
+            "proposal_get", {"tenant_id": tenant_id, "proposal_id": row["proposal_id"]}
+        )
+    return PreparedAttempt(
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        command=authorized_command(row, None if proposal is None else proposal["digest"]),
+        idempotency_key=attempt["idempotency_key"],
+        destination=DestinationRef(
+            account_id=attempt["destination_account"],
+            endpoint=attempt["destination_endpoint"],
+        ),
+    )

@@ -1,0 +1,333 @@
+"""Reconciliation: the recovery queue of unanswered attempts, escalation and retry.
+
+Recovery reserves the lookup of a due attempt (``ReconciliationStarted``), escalates an operation
+whose inconclusive lookups are used up to MANUAL_REVIEW (``ManualReviewAssigned``), and the
+explicit retry policy moves a RETRY_PENDING operation back to READY (``RetryAuthorized``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from effectledger._failpoints import crash_point
+from effectledger.errors import CommitUncertain, InvalidTransition, NotFound
+from effectledger.ledger.readback import landed
+from effectledger.ledger.settings import DueWork, LedgerParts, LedgerSettings, micros
+from effectledger.ledger.trail import key, now_us, write_transition
+from effectledger.model import (
+    Attempt,
+    Context,
+    DestinationRef,
+    DispatchResult,
+    OperationState,
+    to_micros,
+    validate_identifier,
+)
+from effectledger.rows import attempt_from_row, result_from_row
+from effectledger.store import Row, Store, Transaction
+
+__all__ = [
+    "Reserved",
+    "authorize_retry_in",
+    "escalate",
+    "escalate_in",
+    "escalate_row",
+    "reserve_due",
+    "reserve_due_in",
+    "reserve_in",
+    "reserve_lookup",
+    "spent",
+]
+
+_RECOVERABLE_STATES = (OperationState.IN_PROGRESS.value, OperationState.OUTCOME_UNKNOWN.value)
+
+Reserved = tuple[str, str, str, Attempt | None]
+"""``(tenant, operation, event hash, attempt)`` a reservation wrote (no attempt: escalated)."""
+
+
+def spent(settings: LedgerSettings, row: Row) -> bool:
+    """Whether inconclusive lookups have used up the budget of the unresolved ``row``."""
+    return (
+        row["state"] in _RECOVERABLE_STATES
+        and int(row["inconclusive_lookups"]) >= settings.max_inconclusive_lookups
+    )
+
+
+def reserve_in(
+    tx: Transaction,
+    ledger: LedgerParts,
+    tenant_id: str,
+    operation_id: str,
+    attempt_id: str,
+    written: list[Reserved],
+    *,
+    actor: str,
+) -> Attempt | None:
+    """Reserve one lookup of a due attempt, or ``None`` if it is not due or not active.
+
+    The reservation is put in ``written``, so a lost COMMIT can be read back.
+    """
+    written.clear()
+    operation = key(tenant_id, operation_id)
+    attempt_key = {**operation, "attempt_id": attempt_id}
+    row = tx.one("operation_get", operation)
+    attempt = tx.one("attempt_get", attempt_key)
+    at_us = now_us(ledger.clock)
+    if (
+        row is None
+        or attempt is None
+        or row["state"] not in _RECOVERABLE_STATES
+        or row["active_attempt_id"] != attempt_id
+        or int(attempt["recover_after_us"]) > at_us
+    ):
+        return None
+    next_us = at_us + micros(ledger.settings.lookup_interval)
+    tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
+    updated = write_transition(
+        tx,
+        row,
+        actor=actor,
+        event_type="ReconciliationStarted",
+        now_us=at_us,
+        attempt_id=attempt_id,
+        details={"next_check_us": next_us},
+    )
+    reserved = attempt_from_row({**dict(attempt), "recover_after_us": next_us})
+    written.append((tenant_id, operation_id, updated["last_event_hash"], reserved))
+    return reserved
+
+
+def reserve_due_in(
+    tx: Transaction,
+    ledger: LedgerParts,
+    destination: DestinationRef,
+    written: list[Reserved],
+    *,
+    limit: int,
+    actor: str,
+) -> DueWork:
+    """Reserve the lookups of up to ``limit`` due attempts bound to ``destination``.
+
+    An operation whose inconclusive lookups are used up is escalated instead. Every
+    reservation and escalation is put in ``written``, so a lost COMMIT can be read back.
+    """
+    written.clear()
+    lookups: list[Attempt] = []
+    escalated: list[tuple[str, str]] = []
+    due = tx.all(
+        "attempts_due_lock",
+        {
+            "now_us": now_us(ledger.clock),
+            "limit": limit,
+            "destination_account": destination.account_id,
+            "destination_endpoint": destination.endpoint,
+        },
+    )
+    one: list[Reserved] = []
+    for item in due:
+        tenant_id, operation_id = item["tenant_id"], item["operation_id"]
+        row = tx.one("operation_get", key(tenant_id, operation_id))
+        if row is not None and spent(ledger.settings, row):
+            updated = escalate_row(tx, ledger, row, reason="inconclusive_lookups", actor=actor)
+            escalated.append((tenant_id, operation_id))
+            written.append((tenant_id, operation_id, updated["last_event_hash"], None))
+            continue
+        attempt = reserve_in(
+            tx, ledger, tenant_id, operation_id, item["attempt_id"], one, actor=actor
+        )
+        if attempt is not None:
+            lookups.append(attempt)
+            written.extend(one)
+    return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
+
+
+def reserve_lookup(
+    ledger: LedgerParts,
+    tenant_id: str,
+    operation_id: str,
+    attempt_id: str,
+    *,
+    actor: str,
+) -> Attempt | None:
+    """Reserve one lookup in its own transaction (see :meth:`Ledger.reserve_lookup`)."""
+    written: list[Reserved] = []
+    body = functools.partial(
+        reserve_in,
+        ledger=ledger,
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        written=written,
+        actor=actor,
+    )
+    try:
+        attempt = ledger.store.write(body, label="reserve_lookup")
+    except CommitUncertain as uncertain:
+        if not written:  # pragma: no cover - the body ran to its end before COMMIT
+            raise
+        *_, event_hash, attempt = written[0]
+        if not landed(ledger.store, uncertain, key(tenant_id, operation_id), [event_hash]):
+            return None  # not reserved: still due, for this or another worker
+    if attempt is not None:
+        crash_point("after_reserve")
+    return attempt
+
+
+def reserve_due(
+    ledger: LedgerParts,
+    destination: DestinationRef,
+    *,
+    limit: int,
+    actor: str,
+) -> DueWork:
+    """Reserve due lookups in one transaction (see :meth:`Ledger.reserve_due`)."""
+    written: list[Reserved] = []
+    body = functools.partial(
+        reserve_due_in,
+        ledger=ledger,
+        destination=destination,
+        written=written,
+        limit=limit,
+        actor=actor,
+    )
+    try:
+        work = ledger.store.write(body, label="reserve_due")
+    except CommitUncertain as uncertain:
+        work = _reserved_after_all(ledger.store, uncertain, written)
+    if work.lookups:
+        crash_point("after_reserve")
+    return work
+
+
+def _reserved_after_all(
+    store: Store, uncertain: CommitUncertain, written: list[Reserved]
+) -> DueWork:
+    """What an unacknowledged :func:`reserve_due` stored, read back operation by operation."""
+    lookups: list[Attempt] = []
+    escalated: list[tuple[str, str]] = []
+    for tenant_id, operation_id, event_hash, attempt in written:
+        if not landed(store, uncertain, key(tenant_id, operation_id), [event_hash]):
+            continue
+        if attempt is None:
+            escalated.append((tenant_id, operation_id))
+        else:
+            lookups.append(attempt)
+    return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
+
+
+def escalate_row(
+    tx: Transaction,
+    ledger: LedgerParts,
+    row: Row,
+    *,
+    reason: str,
+    actor: str,
+    owner: str | None = None,
+) -> dict[str, Any]:
+    """The escalation step on an unresolved row read in this transaction."""
+    owner = validate_identifier(owner or ledger.settings.review_owner, "owner")
+    now = ledger.clock.now()
+    deadline_us = to_micros(now + ledger.settings.review_deadline)
+    return write_transition(
+        tx,
+        row,
+        actor=actor,
+        event_type="ManualReviewAssigned",
+        now_us=to_micros(now),
+        attempt_id=row["active_attempt_id"],
+        details={"owner": owner, "deadline_us": deadline_us, "reason": reason},
+        state=OperationState.MANUAL_REVIEW.value,
+        review_owner=owner,
+        review_deadline_us=deadline_us,
+    )
+
+
+def escalate_in(
+    tx: Transaction,
+    ledger: LedgerParts,
+    tenant_id: str,
+    operation_id: str,
+    written: list[tuple[str, DispatchResult]],
+    *,
+    reason: str,
+    owner: str,
+    actor: str,
+) -> DispatchResult:
+    """Escalate an unresolved operation; one that is not unresolved is returned as it is."""
+    written.clear()
+    row = tx.one("operation_get", key(tenant_id, operation_id))
+    if row is None:
+        raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+    if row["state"] not in _RECOVERABLE_STATES:
+        return result_from_row(row)
+    updated = escalate_row(tx, ledger, row, reason=reason, owner=owner, actor=actor)
+    written.append((updated["last_event_hash"], result_from_row(updated)))
+    return written[0][1]
+
+
+def escalate(
+    ledger: LedgerParts,
+    tenant_id: str,
+    operation_id: str,
+    *,
+    reason: str,
+    owner: str,
+    actor: str,
+) -> DispatchResult:
+    """Escalate in its own transaction (see :meth:`Ledger.escalate`)."""
+    written: list[tuple[str, DispatchResult]] = []
+    body = functools.partial(
+        escalate_in,
+        ledger=ledger,
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        written=written,
+        reason=reason,
+        owner=owner,
+        actor=actor,
+    )
+    try:
+        return ledger.store.write(body, label="escalate")
+    except CommitUncertain as uncertain:
+        if not written:  # pragma: no cover - the body ran to its end before COMMIT
+            raise
+        event_hash, result = written[0]
+        if landed(ledger.store, uncertain, key(tenant_id, operation_id), [event_hash]):
+            return result
+        # Not stored: escalate again; a state settled meanwhile is returned as it is.
+        return ledger.store.write(body, label="escalate")
+
+
+def authorize_retry_in(
+    tx: Transaction, ledger: LedgerParts, context: Context, operation_id: str, *, max_retries: int
+) -> DispatchResult:
+    """Move a RETRY_PENDING operation back to READY within ``max_retries``."""
+    row = tx.one("operation_get", key(context.tenant_id, operation_id))
+    if row is None:
+        raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
+    if row["state"] != OperationState.RETRY_PENDING.value:
+        raise InvalidTransition(
+            f"only a RETRY_PENDING operation can be retried; {operation_id} is {row['state']}",
+            operation_id=operation_id,
+            state=row["state"],
+        )
+    used = int(row["retries_authorized"])
+    if used >= max_retries:
+        raise InvalidTransition(
+            f"operation {operation_id} has used its {max_retries} retries",
+            operation_id=operation_id,
+            reason="retry_budget_exhausted",
+        )
+    updated = write_transition(
+        tx,
+        row,
+        actor=context.actor_id,
+        event_type="RetryAuthorized",
+        now_us=now_us(ledger.clock),
+        attempt_id=row["active_attempt_id"],
+        details={"retry": used + 1, "max_retries": max_retries},
+        state=OperationState.READY.value,
+        retries_authorized=used + 1,
+    )
+    return result_from_row(updated)

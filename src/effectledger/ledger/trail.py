@@ -1,0 +1,287 @@
+"""The trail kernel: locks, ids, and the one way an event joins an operation's trail.
+
+Every event is hash-linked to the one before it under the same operation id. A step that changes
+an admitted operation goes through :func:`write_transition`, which updates the row under its
+version (a stale writer changes nothing) and appends exactly one event in the same transaction;
+what happens around admission goes through :func:`append_event`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from effectledger.clock import Clock
+from effectledger.errors import ConcurrentModification, InvalidInput, InvalidTransition
+from effectledger.events.chain import GENESIS_HASH, event_body, hash_event
+from effectledger.ledger.settings import LedgerParts
+from effectledger.model import OperationState, to_micros, validate_identifier
+from effectledger.store import Row, Transaction
+from effectledger.transitions import transition
+
+__all__ = [
+    "RESERVED_PREFIXES",
+    "append_event",
+    "key",
+    "lock_scope",
+    "lock_trail",
+    "new_id",
+    "now_us",
+    "validate_operation_id",
+    "write_event",
+    "write_transition",
+]
+
+RESERVED_PREFIXES = ("pool:",)
+"""Operation ids the ledger keeps for trails of its own (a pool's limit changes)."""
+
+_ROW_FIELDS = (
+    "state",
+    "active_attempt_id",
+    "provider_reference",
+    "inconclusive_lookups",
+    "retries_authorized",
+    "review_owner",
+    "review_deadline_us",
+)
+
+
+def new_id() -> str:
+    """A fresh random identifier (32 lower-case hex digits)."""
+    return os.urandom(16).hex()
+
+
+def key(tenant_id: str, operation_id: str) -> dict[str, Any]:
+    """The parameters naming one operation of one tenant in every named query."""
+    return {"tenant_id": tenant_id, "operation_id": operation_id}
+
+
+def now_us(clock: Clock) -> int:
+    """The clock's time in microseconds since the epoch, as events record it."""
+    return to_micros(clock.now())
+
+
+def lock_scope(tx: Transaction, tenant_id: str, scope: str) -> None:
+    """Hold ``scope`` of ``tenant_id`` until ``tx`` ends (one writer at a time reads-then-writes).
+
+    Scopes: ``operation:<id>`` (an operation's trail, before and after admission),
+    ``budget:<action>`` (a pre-authorization budget), ``pool:<pool>`` (a capacity pool). A
+    transaction takes them in that order, so two transactions never wait for each other in a
+    cycle. SQLite's ``BEGIN IMMEDIATE`` already serializes every writer.
+    """
+    tx.run("advisory_lock", {"tenant_id": tenant_id, "scope": scope})
+
+
+def lock_trail(tx: Transaction, tenant_id: str, operation_id: str) -> None:
+    """Hold the trail of ``operation_id`` until ``tx`` ends (see :func:`lock_scope`)."""
+    lock_scope(tx, tenant_id, f"operation:{operation_id}")
+
+
+def validate_operation_id(value: object) -> str:
+    """``value`` if it is a well-formed operation id outside the reserved prefixes."""
+    operation_id = validate_identifier(value, "operation_id")
+    if operation_id.startswith(RESERVED_PREFIXES):
+        raise InvalidInput(
+            f"operation ids starting with {', '.join(RESERVED_PREFIXES)} are reserved",
+            field="operation_id",
+        )
+    return operation_id
+
+
+def write_event(
+    tx: Transaction,
+    *,
+    tenant_id: str,
+    operation_id: str,
+    sequence: int,
+    prev_hash: str,
+    actor: str,
+    event_type: str,
+    now_us: int,
+    attempt_id: str | None = None,
+    evidence_reference: str | None = None,
+    details: Mapping[str, Any] | None = None,
+    observation_id: str | None = None,
+    insert: bool = True,
+) -> dict[str, Any]:
+    """The event at ``sequence`` after ``prev_hash``, hashed, and inserted unless ``insert`` is
+    false (the caller inserts it once the row's guarded update has succeeded)."""
+    body = event_body(
+        event_id=new_id(),
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        sequence=sequence,
+        actor=actor,
+        event_type=event_type,
+        recorded_us=now_us,
+        evidence_reference=evidence_reference,
+        details=details or {},
+        observation_id=observation_id,
+        prev_hash=prev_hash,
+    )
+    # The body is encoded once: the hash and the stored details text both come from it.
+    body["event_hash"], body["details_json"] = hash_event(body)
+    if insert:
+        tx.run("event_insert", body)
+    return body
+
+
+def write_transition(
+    tx: Transaction,
+    row: Row,
+    *,
+    actor: str,
+    event_type: str,
+    now_us: int,
+    attempt_id: str | None = None,
+    evidence_reference: str | None = None,
+    details: Mapping[str, Any] | None = None,
+    observation_id: str | None = None,
+    **changes: Any,
+) -> dict[str, Any]:
+    """Apply ``changes`` to the operation under its version and append one event; the new row.
+
+    The update is guarded by the operation's ``version`` (its concurrency token, which moves
+    only when ``changes`` change something) and by its ``event_sequence`` (the head of its
+    trail). When only audit-only events were appended since ``row`` was read, the decision
+    taken on ``row`` still holds: the row is read again, locked so that it cannot move further,
+    and the event is chained after its new head (once: no retry loop). When the version moved,
+    :class:`ConcurrentModification` is raised and the transaction must roll back.
+    """
+    fields = {name: row[name] for name in _ROW_FIELDS}
+    if not changes.keys() <= fields.keys():  # pragma: no cover - a programming error
+        raise TypeError(f"unknown operation fields {sorted(changes.keys() - fields.keys())}")
+    current = OperationState(row["state"])
+    allowed = transition(event_type, current)  # InvalidTransition unless the table allows it
+    fields.update(changes)
+    if fields["state"] != (allowed.to_state or current).value:  # pragma: no cover
+        raise InvalidTransition(
+            f"{event_type} leaves an operation {allowed.to_state or current}, "
+            f"not {fields['state']}",
+            operation_id=row["operation_id"],
+        )
+    new_version = int(row["version"]) + 1 if changes else int(row["version"])
+    said = {
+        "actor": actor,
+        "event_type": event_type,
+        "now_us": now_us,
+        "attempt_id": attempt_id,
+        "evidence_reference": evidence_reference,
+        "details": details,
+        "observation_id": observation_id,
+    }
+    event, params = _chained(tx, row, fields, new_version, said)
+    if tx.run("operation_update", params) != 1:
+        # Nothing was changed: the row moved since it was read. Read its head again, locked
+        # so that nothing moves it further, and chain after it if only its trail grew.
+        row = _locked_head(tx, row)
+        event, params = _chained(tx, row, fields, new_version, said)
+        if tx.run("operation_update", params) != 1:  # pragma: no cover - the row is locked
+            raise ConcurrentModification(
+                "the operation changed while this step ran; reload it",
+                operation_id=row["operation_id"],
+            )
+    tx.run("event_insert", event)
+    updated = dict(row)
+    updated.update(fields)
+    updated["version"] = new_version
+    updated["event_sequence"] = params["new_sequence"]
+    updated["last_event_hash"] = event["event_hash"]
+    return updated
+
+
+def _chained(
+    tx: Transaction,
+    row: Row,
+    fields: Mapping[str, Any],
+    new_version: int,
+    said: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The event ``said`` after the head of ``row``'s trail, and the guarded update to it."""
+    sequence = int(row["event_sequence"])
+    event = write_event(
+        tx,
+        tenant_id=row["tenant_id"],
+        operation_id=row["operation_id"],
+        sequence=sequence + 1,
+        prev_hash=row["last_event_hash"],
+        insert=False,
+        **said,
+    )
+    params = {
+        **fields,
+        "tenant_id": row["tenant_id"],
+        "operation_id": row["operation_id"],
+        "version": int(row["version"]),
+        "new_version": new_version,
+        "sequence": sequence,
+        "new_sequence": sequence + 1,
+        "event_hash": event["event_hash"],
+        "now_us": said["now_us"],
+    }
+    return event, params
+
+
+def _locked_head(tx: Transaction, row: Row) -> Row:
+    """``row`` read again and locked, if only its trail grew since it was read.
+
+    Audit-only events leave the version alone, so the decision taken on ``row`` still holds and
+    the event is chained after the new head. If the version moved, the decision is stale:
+    :class:`ConcurrentModification`, and the transaction must roll back.
+    """
+    fresh = tx.one("operation_lock", key(row["tenant_id"], row["operation_id"]))
+    if fresh is None or int(fresh["version"]) != int(row["version"]):
+        raise ConcurrentModification(
+            "the operation changed while this step ran; reload it",
+            operation_id=row["operation_id"],
+        )
+    return fresh
+
+
+def append_event(
+    tx: Transaction,
+    ledger: LedgerParts,
+    *,
+    tenant_id: str,
+    operation_id: str,
+    actor: str,
+    event_type: str,
+    evidence_reference: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Append one event to the trail of ``operation_id`` inside ``tx``, changing no state.
+
+    Used for what happens around admission (proposal, approval, a denied admission, a pool's
+    limit). The trail is held first (:func:`lock_trail`), so concurrent appends chain one after
+    another. If the operation exists the event goes through its guarded update without moving
+    its version, so the trail and the row stay in step; otherwise it continues the trail
+    written so far under the id.
+    """
+    trail = key(tenant_id, operation_id)
+    lock_trail(tx, tenant_id, operation_id)
+    row = tx.one("operation_get", trail)
+    if row is not None:
+        return write_transition(
+            tx,
+            row,
+            actor=actor,
+            event_type=event_type,
+            now_us=now_us(ledger.clock),
+            evidence_reference=evidence_reference,
+            details=details,
+        )
+    transition(event_type, None)  # only what the table allows before admission
+    head = tx.one("event_head", trail)
+    return write_event(
+        tx,
+        **trail,
+        sequence=1 if head is None else int(head["sequence"]) + 1,
+        prev_hash=GENESIS_HASH if head is None else head["event_hash"],
+        actor=actor,
+        event_type=event_type,
+        now_us=now_us(ledger.clock),
+        evidence_reference=evidence_reference,
+        details=details,
+    )
