@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from effectledger.audit.chain import verify_chain
 
 from effectledger import Context, Ledger, SimulatedReceiver
 from effectledger.errors import ConcurrentModification
+from effectledger.events.chain import verify_chain
 from effectledger.ledger import AUDITOR_ROLE
 from effectledger.ledger.claims import claim_row
 from effectledger.ledger.trail import key, write_transition
