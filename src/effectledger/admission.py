@@ -18,7 +18,7 @@ from effectledger.ledger import (
     Ledger,
     append_event,
     draft_operation,
-    insert_operation,
+    insert_operation_row,
     lock_scope,
     lock_trail,
     new_id,
@@ -27,7 +27,7 @@ from effectledger.model import Command, Context, Operation, PreparedAttempt, to_
 from effectledger.policy import Decision, Tier
 from effectledger.proposals import Approval, Proposal, approval_from_row
 from effectledger.rows import operation_from_row
-from effectledger.store import Transaction
+from effectledger.store import Row, Transaction
 
 __all__ = ["Admission", "Denial", "admit_proposal"]
 
@@ -52,6 +52,9 @@ class Admission:
     operation: Operation
     replayed: bool
     claim: PreparedAttempt | None = None
+    # What this call's admission inserted and consumed, for a claim in the same transaction.
+    row: Row | None = field(default=None, repr=False, compare=False)
+    approvals: tuple[Approval, ...] = field(default=(), repr=False, compare=False)
 
 
 def admit_proposal(
@@ -158,7 +161,7 @@ def _decide(
         pool=proposal.pool,
         units=proposal.units,
     )
-    operation = insert_operation(tx, ledger, draft)
+    row, _ = insert_operation_row(tx, ledger, draft)  # the trail is held: the id was free
     for approval in approvals:
         tx.run(
             "consumption_insert",
@@ -169,7 +172,9 @@ def _decide(
                 "now_us": to_micros(now),
             },
         )
-    return Admission(operation=operation, replayed=False)
+    return Admission(
+        operation=operation_from_row(row), replayed=False, row=row, approvals=tuple(approvals)
+    )
 
 
 def _approvals(

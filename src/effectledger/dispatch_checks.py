@@ -14,18 +14,24 @@ refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless
   approval is backed by its chained ``ApprovalGranted`` / ``PreauthorizationApplied`` event
   naming the same approval and digest, and by a granted approval row with that digest.
 
+When the claim runs in the admission's own transaction, the proposal and the approvals that
+admission read (and checked) in it are passed in instead of being read again; the trail is read
+and verified either way.
+
 Nothing is written when a check fails. What the checks cannot see (a forged event with a correct
 hash, written before the log sealed it) is described in ``docs/evidence.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from effectledger.canonical import COMMAND_VERSION, canonical_bytes
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
 from effectledger.events.chain import verify_chain
 from effectledger.events.record import event_from_row
 from effectledger.model import AuditEvent, Command, OperationState
-from effectledger.proposals import Proposal, proposal_from_row
+from effectledger.proposals import Approval, Proposal, proposal_from_row
 from effectledger.rows import command_from_row
 from effectledger.store import Row, Transaction
 from effectledger.transitions import AUDIT_ONLY, EventType, implied_state
@@ -43,15 +49,24 @@ def _refuse(row: Row, reason: str, message: str) -> TamperedOperation:
     )
 
 
-def check_dispatchable(tx: Transaction, row: Row) -> str | None:
+def check_dispatchable(
+    tx: Transaction,
+    row: Row,
+    *,
+    proposal: Proposal | None = None,
+    approvals: Sequence[Approval] = (),
+) -> str | None:
     """Check a READY ``row`` against its trail and authority; return the approved digest.
 
-    ``None`` for an operation admitted on an outside decision (no proposal). Raises
+    ``None`` for an operation admitted on an outside decision (no proposal). ``proposal`` and
+    ``approvals`` are what an admission in this same transaction read and checked; without
+    them both are read here. Raises
     :class:`TamperedOperation` (nothing written) when the row and its trail disagree, and
     :class:`ConcurrentModification` when the trail shows the operation moved on since ``row``
     was read.
     """
-    key = {"tenant_id": row["tenant_id"], "operation_id": row["operation_id"]}
+    operation_id = row["operation_id"]
+    key = {"tenant_id": row["tenant_id"], "operation_id": operation_id}
     events = [event_from_row(found) for found in tx.all("events_for_operation", key)]
     try:
         verify_chain(events)
@@ -79,9 +94,12 @@ def check_dispatchable(tx: Transaction, row: Row) -> str | None:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
     if row["proposal_id"] is None:
         return None
-    proposal = _proposal(tx, row)
+    if proposal is None:
+        proposal = _proposal(tx, row)
+    elif (proposal.proposal_id, proposal.operation_id) != (row["proposal_id"], operation_id):
+        raise _refuse(row, "command_not_proposed", "its proposal names another operation")
     _check_command(row, proposal)
-    _check_authority(tx, row, proposal, trail, admitted[-1])
+    _check_authority(tx, row, proposal, trail, admitted[-1], approvals)
     return proposal.digest
 
 
@@ -122,7 +140,12 @@ def _check_command(row: Row, proposal: Proposal) -> None:
 
 
 def _check_authority(
-    tx: Transaction, row: Row, proposal: Proposal, trail: list[AuditEvent], admitted: AuditEvent
+    tx: Transaction,
+    row: Row,
+    proposal: Proposal,
+    trail: list[AuditEvent],
+    admitted: AuditEvent,
+    approvals: Sequence[Approval],
 ) -> None:
     before = [event for event in trail if event.sequence < admitted.sequence]
     if any(event.event_type == EventType.APPROVAL_DENIED for event in before):
@@ -136,13 +159,24 @@ def _check_authority(
         and event.details.get("digest") == proposal.digest
         for event in before
     )
-    approval = tx.one("approval_get", {"tenant_id": row["tenant_id"], "approval_id": approval_id})
+    known = next((approval for approval in approvals if approval.approval_id == approval_id), None)
+    granted: bool
+    digest: str | None
+    proposal_id: str | None
+    if known is not None:  # read and checked by the admission in this transaction
+        granted, digest, proposal_id = known.granted, known.digest, known.proposal_id
+    else:
+        stored = tx.one("approval_get", {"tenant_id": row["tenant_id"], "approval_id": approval_id})
+        granted, digest, proposal_id = (
+            (False, None, None)
+            if stored is None
+            else (stored["decision"] == "granted", stored["digest"], stored["proposal_id"])
+        )
     if (
         not backed
-        or approval is None
-        or approval["decision"] != "granted"
-        or approval["digest"] != proposal.digest
-        or approval["proposal_id"] != proposal.proposal_id
+        or not granted
+        or digest != proposal.digest
+        or proposal_id != proposal.proposal_id
     ):
         raise _refuse(row, "approval_not_in_trail", "its approval is not backed by its audit trail")
 

@@ -15,7 +15,7 @@ from effectledger.actions import Action
 from effectledger.admission import Admission, Denial, admit_proposal
 from effectledger.authority.writes import write
 from effectledger.errors import AdmissionDenied, CommitUncertain, NotFound, StorageError
-from effectledger.ledger import Ledger, append_event, claim_in, new_id
+from effectledger.ledger import Ledger, append_event, claim_admitted, new_id
 from effectledger.model import Context
 from effectledger.proposals import Proposal
 from effectledger.store import Transaction
@@ -63,16 +63,16 @@ def admit_and_claim_in(
         current_version,
         ledger.clock.now(),
     )
-    if not claim or isinstance(admitted, Denial) or admitted.replayed:
+    if not claim or isinstance(admitted, Denial) or admitted.replayed or admitted.row is None:
         return admitted
-    prepared = claim_in(
+    prepared = claim_admitted(
         tx,
         ledger,
-        context,
-        proposal.operation_id,
+        admitted.row,
+        proposal=proposal,
+        approvals=admitted.approvals,
         attempt_id=attempt_id,
         executor_id=executor_id,
-        bound_to=proposal.destination,
     )
     return Admission(operation=admitted.operation, replayed=False, claim=prepared)
 

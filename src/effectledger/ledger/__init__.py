@@ -16,9 +16,9 @@ it, one module per group of steps, each a set of plain functions over a transact
 transaction (an admission on a proposal, an approval, a pool's limit).
 """
 
-from effectledger.ledger.admission import draft_operation, insert_operation
+from effectledger.ledger.admission import draft_operation, insert_operation, insert_operation_row
 from effectledger.ledger.checks import MAX_REFERENCE_LENGTH
-from effectledger.ledger.claims import claim_in
+from effectledger.ledger.claims import claim_admitted, claim_in
 from effectledger.ledger.facade import Ledger
 from effectledger.ledger.settings import (
     AUDITOR_ROLE,
@@ -46,9 +46,11 @@ __all__ = [
     "Ledger",
     "LedgerSettings",
     "append_event",
+    "claim_admitted",
     "claim_in",
     "draft_operation",
     "insert_operation",
+    "insert_operation_row",
     "lock_scope",
     "lock_trail",
     "new_id",

@@ -32,7 +32,7 @@ from effectledger.model import Command, Context, DestinationRef, Operation, vali
 from effectledger.rows import operation_from_row
 from effectledger.store import Row, Transaction
 
-__all__ = ["admit_in", "draft_operation", "insert_operation"]
+__all__ = ["admit_in", "draft_operation", "insert_operation", "insert_operation_row"]
 
 MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
 _COMPARED = (
@@ -124,12 +124,21 @@ def admit_in(tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any]) -> 
 def insert_operation(
     tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any], *, own_trail: bool = False
 ) -> Operation:
+    """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx`` (see
+    :func:`insert_operation_row`); the operation, or the stored one it exactly replays."""
+    row, inserted = insert_operation_row(tx, ledger, draft, own_trail=own_trail)
+    return operation_from_row(row) if inserted else _matching(row, draft)
+
+
+def insert_operation_row(
+    tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any], *, own_trail: bool = False
+) -> tuple[Row, bool]:
     """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
 
     The caller holds the operation's trail (:func:`lock_trail`). The operation's trail
-    continues any events already written under its id (its proposal and approval). An
-    existing operation with the same requester, revision, fingerprint and destination is
-    returned as it is; any other raises :class:`AdmissionConflict`. With ``own_trail`` (an
+    continues any events already written under its id (its proposal and approval). Returns
+    the stored row and whether this call inserted it; a row that was there already is returned
+    as it is, not compared (:func:`insert_operation` compares it). With ``own_trail`` (an
     admission on an outside decision) an id whose trail was begun by a proposal belongs to
     that proposal, and :class:`OperationIdTaken` is raised (nothing is kept); the proposal is
     looked for only when the id already has a trail.
@@ -167,14 +176,14 @@ def insert_operation(
         existing = tx.one("operation_get", trail)
         if existing is None:  # pragma: no cover - the conflicting row is visible
             raise NotFound("operation vanished during admission")
-        return _matching(existing, draft)
+        return existing, False
     if own_trail and head is not None and tx.one("proposal_for_operation", trail):
         raise OperationIdTaken(
             f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
             operation_id=draft["operation_id"],
         )
     tx.run("event_insert", event)
-    return operation_from_row(inserted)
+    return inserted, True
 
 
 def _matching(row: Row, draft: Mapping[str, Any]) -> Operation:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 
 from effectledger.canonical import COMMAND_VERSION, digest_bytes
 from effectledger.dispatch_checks import authorized_command, check_dispatchable
@@ -31,10 +32,12 @@ from effectledger.model import (
     OperationState,
     PreparedAttempt,
 )
+from effectledger.proposals import Approval, Proposal
 from effectledger.rows import result_from_row
 from effectledger.store import Row, Transaction
 
 __all__ = [
+    "claim_admitted",
     "claim_in",
     "claim_locked",
     "claim_next",
@@ -57,8 +60,13 @@ def claim_row(
     attempt_id: str,
     executor_id: str,
     bound_to: DestinationRef | None = None,
+    proposal: Proposal | None = None,
+    approvals: Sequence[Approval] = (),
 ) -> PreparedAttempt | None:
     """The claim step on a READY row: checks, attempt, state change, event.
+
+    ``proposal`` and ``approvals`` are what an admission in this same transaction read and
+    checked (:func:`claim_admitted`); the dispatch checks use them instead of reading them again.
 
     ``row`` is read (and locked) in this transaction, or read just before it: the state
     change is guarded by the row's version either way, so a row that changed since is not
@@ -90,7 +98,7 @@ def claim_row(
             "the destination adapter is not bound to the operation's account and endpoint",
             operation_id=operation_id,
         )
-    approved_digest = check_dispatchable(tx, row)
+    approved_digest = check_dispatchable(tx, row, proposal=proposal, approvals=approvals)
     at_us = now_us(ledger.clock)
     tx.run(
         "attempt_insert",
@@ -173,6 +181,34 @@ def claim_in(
     row = _locked(tx, context, operation_id)
     return claim_row(
         tx, ledger, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
+    )
+
+
+def claim_admitted(
+    tx: Transaction,
+    ledger: LedgerParts,
+    row: Row,
+    *,
+    proposal: Proposal,
+    approvals: Sequence[Approval],
+    attempt_id: str,
+    executor_id: str,
+) -> PreparedAttempt | None:
+    """Claim the operation that ``proposal``'s admission inserted as ``row`` earlier in ``tx``.
+
+    The row, the proposal and the approvals come from that admission, so none is read again;
+    the trail is read and verified as for every claim. Nothing may be submitted before ``tx``
+    commits (see :func:`claim_in`).
+    """
+    return claim_row(
+        tx,
+        ledger,
+        row,
+        attempt_id=attempt_id,
+        executor_id=executor_id,
+        bound_to=proposal.destination,
+        proposal=proposal,
+        approvals=approvals,
     )
 
 

@@ -172,18 +172,18 @@ def write_transition(
         "details": details,
         "observation_id": observation_id,
     }
+    # One statement moves the row under its guards and appends the event only if it moved.
     event, params = _chained(tx, row, fields, new_version, said)
-    if tx.run("operation_update", params) != 1:
-        # Nothing was changed: the row moved since it was read. Read its head again, locked
+    if tx.run("operation_step", params) != 1:
+        # Nothing was written: the row moved since it was read. Read its head again, locked
         # so that nothing moves it further, and chain after it if only its trail grew.
         row = _locked_head(tx, row)
         event, params = _chained(tx, row, fields, new_version, said)
-        if tx.run("operation_update", params) != 1:  # pragma: no cover - the row is locked
+        if tx.run("operation_step", params) != 1:  # pragma: no cover - the row is locked
             raise ConcurrentModification(
                 "the operation changed while this step ran; reload it",
                 operation_id=row["operation_id"],
             )
-    tx.run("event_insert", event)
     updated = dict(row)
     updated.update(fields)
     updated["version"] = new_version
@@ -199,7 +199,8 @@ def _chained(
     new_version: int,
     said: Mapping[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The event ``said`` after the head of ``row``'s trail, and the guarded update to it."""
+    """The event ``said`` after the head of ``row``'s trail, and the parameters of the step
+    (``operation_step``: the guarded update and the event, written together)."""
     sequence = int(row["event_sequence"])
     event = write_event(
         tx,
@@ -211,6 +212,7 @@ def _chained(
         **said,
     )
     params = {
+        **event,
         **fields,
         "tenant_id": row["tenant_id"],
         "operation_id": row["operation_id"],

@@ -71,22 +71,6 @@ SELECT tenant_id, operation_id, requester_id, state, version, event_sequence, la
        destination_account, destination_endpoint, idempotency_key
 FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
 
--- name: operation_update
-UPDATE operations SET
-    state = %(state)s,
-    active_attempt_id = %(active_attempt_id)s,
-    provider_reference = %(provider_reference)s,
-    inconclusive_lookups = %(inconclusive_lookups)s,
-    retries_authorized = %(retries_authorized)s,
-    review_owner = %(review_owner)s,
-    review_deadline_us = %(review_deadline_us)s,
-    version = %(new_version)s,
-    event_sequence = %(new_sequence)s,
-    last_event_hash = %(event_hash)s,
-    updated_us = %(now_us)s
-WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND version = %(version)s
-  AND event_sequence = %(sequence)s;
-
 -- name: operation_step
 -- One step of an operation in one statement: its row moves (guarded by its version and the head
 -- of its trail) and the step's event is appended only if the row moved. The count is 1 when

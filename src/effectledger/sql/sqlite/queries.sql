@@ -62,22 +62,6 @@ SELECT tenant_id, operation_id, requester_id, state, version, event_sequence, la
        destination_account, destination_endpoint, idempotency_key
 FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 
--- name: operation_update
-UPDATE operations SET
-    state = :state,
-    active_attempt_id = :active_attempt_id,
-    provider_reference = :provider_reference,
-    inconclusive_lookups = :inconclusive_lookups,
-    retries_authorized = :retries_authorized,
-    review_owner = :review_owner,
-    review_deadline_us = :review_deadline_us,
-    version = :new_version,
-    event_sequence = :new_sequence,
-    last_event_hash = :event_hash,
-    updated_us = :now_us
-WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version
-  AND event_sequence = :sequence;
-
 -- name: operation_step
 -- One step of an operation: its row moves (guarded by its version and the head of its trail)
 -- and the step's event is appended, only if the row moved. Two statements run in order in the
