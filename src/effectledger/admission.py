@@ -28,6 +28,7 @@ from effectledger.policy import Decision, Tier
 from effectledger.proposals import Approval, Proposal, approval_from_row
 from effectledger.rows import operation_from_row
 from effectledger.store import Row, Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["Admission", "Denial", "admit_proposal"]
 
@@ -77,7 +78,7 @@ def admit_proposal(
             tenant_id=context.tenant_id,
             operation_id=proposal.operation_id,
             actor=context.actor_id,
-            event_type="AdmissionDenied",
+            event_type=EventType.ADMISSION_DENIED,
             details={"reason": outcome.reason},
         )
     return outcome
@@ -279,7 +280,7 @@ def _preauthorize(
         tenant_id=context.tenant_id,
         operation_id=proposal.operation_id,
         actor=f"policy:{version}",
-        event_type="PreauthorizationApplied",
+        event_type=EventType.PREAUTHORIZATION_APPLIED,
         evidence_reference=f"approval/{approval_id}",
         details={"approval_id": approval_id, "digest": proposal.digest},
     )

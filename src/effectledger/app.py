@@ -46,6 +46,7 @@ from effectledger.model import (
 from effectledger.recovery import RecoveryReport
 from effectledger.service import EffectResult
 from effectledger.store import Store, open_store
+from effectledger.transitions import EventType
 
 if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, not the hot path
     from effectledger.audit.explain import Sentence
@@ -206,9 +207,9 @@ class EffectLedger(ActionCatalog):
             found = event.details.get("approval_id")
             if not isinstance(found, str) or event.details.get("digest") != proposal.digest:
                 continue
-            if event.event_type == "ApprovalDenied":
+            if event.event_type == EventType.APPROVAL_DENIED:
                 return found  # a denial closes the proposal; admission says so
-            if event.event_type == "ApprovalGranted":
+            if event.event_type == EventType.APPROVAL_GRANTED:
                 granted = found
         return granted
 

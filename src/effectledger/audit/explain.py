@@ -24,7 +24,7 @@ from effectledger.events.record import event_from_row
 from effectledger.model import AuditEvent, OperationState, from_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
 from effectledger.text import printable
-from effectledger.transitions import transition
+from effectledger.transitions import EventType, transition
 
 __all__ = ["Sentence", "explain", "explain_stored", "render"]
 
@@ -69,40 +69,40 @@ def _attempt(event: AuditEvent) -> str:
 def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
     at, actor, details = _when(event.recorded_at), event.actor, event.details
     kind = event.event_type
-    if kind == "OperationAdmitted":
+    if kind == EventType.OPERATION_ADMITTED:
         return (
             f"At {at}, {actor} admitted operation {event.operation_id} (revision "
             f"{_value(details.get('revision', '?'))}, command fingerprint "
             f"{_value(details.get('fingerprint', '?'))}) on the authority of "
             f"{event.evidence_reference or 'an unrecorded decision'}."
         )
-    if kind == "AttemptPrepared":
+    if kind == EventType.ATTEMPT_PREPARED:
         return (
             f"At {at}, {actor} claimed it for {_attempt(event)} and committed the claim before "
             "contacting the destination."
         )
-    if kind in ("ProviderAcceptanceConfirmed", "ProviderAcceptanceReconciled"):
+    if kind in (EventType.PROVIDER_ACCEPTANCE_CONFIRMED, EventType.PROVIDER_ACCEPTANCE_RECONCILED):
         how = (
             "a lookup by the persisted idempotency key found that the destination had accepted"
-            if kind == "ProviderAcceptanceReconciled"
+            if kind == EventType.PROVIDER_ACCEPTANCE_RECONCILED
             else "the destination confirmed it accepted"
         )
         return (
             f"At {at}, {how} {_attempt(event)} with provider reference "
             f"{_value(details.get('provider_reference', 'none'))}{_evidence(event)}."
         )
-    if kind == "PermanentRejection":
+    if kind == EventType.PERMANENT_REJECTION:
         return (
             f"At {at}, the destination permanently rejected {_attempt(event)}{_evidence(event)}; "
             "the effect did not happen."
         )
-    if kind == "RetryableRejection":
+    if kind == EventType.RETRYABLE_REJECTION:
         return (
             f"At {at}, the destination rejected {_attempt(event)} as retryable"
             f"{_evidence(event)}; the effect did not happen and a retry needs explicit "
             "authorization."
         )
-    if kind == "SubmissionOutcomeUnknown":
+    if kind == EventType.SUBMISSION_OUTCOME_UNKNOWN:
         unrecordable = details.get("unrecordable")
         reply = ""
         if unrecordable is not None:
@@ -120,13 +120,13 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_attempt(event)} arrived after it no longer decided the state{_evidence(event)}; "
             "it was recorded and changed nothing."
         )
-    if kind == "ReconciliationStarted":
+    if kind == EventType.RECONCILIATION_STARTED:
         due = details.get("next_check_us")
         then = ""
         if isinstance(due, int):
             then = f"; the next check is due at {_when(from_micros(due))}"
         return f"At {at}, {actor} reserved a lookup of {_attempt(event)} at the destination{then}."
-    if kind == "ManualReviewAssigned":
+    if kind == EventType.MANUAL_REVIEW_ASSIGNED:
         deadline = details.get("deadline_us")
         due = f", due by {_when(from_micros(deadline))}" if isinstance(deadline, int) else ""
         return (
@@ -134,20 +134,20 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('owner', 'an unnamed owner'))}{due}, because "
             f"{_value(details.get('reason', 'no reason was recorded'))}."
         )
-    if kind == "RetryAuthorized":
+    if kind == EventType.RETRY_AUTHORIZED:
         return (
             f"At {at}, {actor} authorized retry {_value(details.get('retry', '?'))} of "
             f"{_value(details.get('max_retries', '?'))}; the operation returned to READY with the "
             "same idempotency key."
         )
-    if kind == "OperationReleased":
+    if kind == EventType.OPERATION_RELEASED:
         reason = details.get("reason")
         why = f" because {_value(reason)}" if reason is not None else ""
         return (
             f"At {at}, {actor} released it before any contact with the destination{why}; its "
             "capacity was freed."
         )
-    if kind == "AuditCorrection":
+    if kind == EventType.AUDIT_CORRECTION:
         target = _value(details.get("corrects", "?"))
         cited = f"event {target}"
         if target in sequences:
@@ -176,33 +176,33 @@ def _authority(event: AuditEvent, at: str) -> str | None:
     """The sentence of an event recorded around admission, or ``None`` for other kinds."""
     actor, details, kind = event.actor, event.details, event.event_type
     digest = _value(details.get("digest", "?"))
-    if kind == "ProposalRecorded":
+    if kind == EventType.PROPOSAL_RECORDED:
         return (
             f"At {at}, {actor} proposed it as proposal {_value(details.get('proposal_id', '?'))} "
             f"with digest {digest} for {_value(details.get('units', 0))} unit(s)"
             f"{_evidence(event)}; nothing was authorized by proposing."
         )
-    if kind == "ApprovalGranted":
+    if kind == EventType.APPROVAL_GRANTED:
         return (
             f"At {at}, {actor} approved exactly the proposal with digest {digest} "
             f"(approval {_value(details.get('approval_id', '?'))})."
         )
-    if kind == "ApprovalDenied":
+    if kind == EventType.APPROVAL_DENIED:
         return (
             f"At {at}, {actor} denied the proposal with digest {digest} "
             f"(decision {_value(details.get('approval_id', '?'))}); a denial is final."
         )
-    if kind == "PreauthorizationApplied":
+    if kind == EventType.PREAUTHORIZATION_APPLIED:
         return (
             f"At {at}, the standing decision {actor} covered the proposal with digest {digest} "
             f"(approval {_value(details.get('approval_id', '?'))}); no person approved it."
         )
-    if kind == "AdmissionDenied":
+    if kind == EventType.ADMISSION_DENIED:
         return (
             f"At {at}, {actor} asked to admit it and was refused because "
             f"{_value(details.get('reason', 'no reason was recorded'))}; nothing was spent."
         )
-    if kind == "CapacityLimitSet":
+    if kind == EventType.CAPACITY_LIMIT_SET:
         return (
             f"At {at}, {actor} set the limit of pool {_value(details.get('pool', '?'))} to "
             f"{_value(details.get('limit_units', '?'))} unit(s) (before: "

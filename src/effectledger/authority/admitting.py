@@ -19,6 +19,7 @@ from effectledger.ledger import Ledger, append_event, claim_admitted, new_id
 from effectledger.model import Context
 from effectledger.proposals import Proposal
 from effectledger.store import Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["admit_and_claim_in", "deny_tampered_in", "recheck", "run_admission"]
 
@@ -33,7 +34,7 @@ def deny_tampered_in(tx: Transaction, ledger: Ledger, context: Context, operatio
         tenant_id=context.tenant_id,
         operation_id=operation_id,
         actor=context.actor_id,
-        event_type="AdmissionDenied",
+        event_type=EventType.ADMISSION_DENIED,
         details={"reason": "digest_mismatch"},
     )
 

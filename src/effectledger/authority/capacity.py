@@ -7,6 +7,7 @@ from effectledger.ledger import Ledger, append_event, lock_scope
 from effectledger.model import validate_identifier
 from effectledger.proposals import CapacityUsage
 from effectledger.store import Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["CAPACITY_ACTOR", "capacity_in", "capacity_trail", "check_limit", "set_limit_in"]
 
@@ -50,7 +51,7 @@ def set_limit_in(
         tenant_id=tenant_id,
         operation_id=capacity_trail(pool),
         actor=actor,
-        event_type="CapacityLimitSet",
+        event_type=EventType.CAPACITY_LIMIT_SET,
         details={
             "pool": pool,
             "limit_units": units,

@@ -12,6 +12,7 @@ from effectledger.ledger import Ledger, append_event, lock_trail, new_id
 from effectledger.model import Context, to_micros
 from effectledger.proposals import Proposal
 from effectledger.store import Transaction
+from effectledger.transitions import EventType
 
 __all__ = [
     "MAX_APPROVAL_LIFETIME",
@@ -121,7 +122,7 @@ def decide_in(tx: Transaction, ledger: Ledger, operation_id: str, row: Mapping[s
         tenant_id=tenant_id,
         operation_id=operation_id,
         actor=row["approver_id"],
-        event_type="ApprovalGranted" if granted else "ApprovalDenied",
+        event_type=EventType.APPROVAL_GRANTED if granted else EventType.APPROVAL_DENIED,
         evidence_reference=f"approval/{row['approval_id']}",
         details={"approval_id": row["approval_id"], "digest": row["digest"]},
     )

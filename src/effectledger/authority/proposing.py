@@ -18,6 +18,7 @@ from effectledger.ledger import Ledger, append_event, lock_trail, new_id, valida
 from effectledger.model import Context, to_micros, validate_identifier
 from effectledger.proposals import Correlation, Proposal, proposal_digest_body, proposal_from_row
 from effectledger.store import Store, Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["MAX_UNITS", "approval_consumed_by", "get_proposal", "proposal_row", "propose_in"]
 
@@ -96,7 +97,7 @@ def propose_in(tx: Transaction, ledger: Ledger, row: Mapping[str, Any]) -> None:
         tenant_id=tenant_id,
         operation_id=operation_id,
         actor=row["proposer_id"],
-        event_type="ProposalRecorded",
+        event_type=EventType.PROPOSAL_RECORDED,
         evidence_reference=f"proposal/{row['proposal_id']}",
         details={"proposal_id": row["proposal_id"], "digest": row["digest"], "units": row["units"]},
     )

@@ -31,6 +31,7 @@ from effectledger.ledger.trail import (
 from effectledger.model import Command, Context, DestinationRef, Operation, validate_identifier
 from effectledger.rows import operation_from_row
 from effectledger.store import Row, Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["admit_in", "draft_operation", "insert_operation", "insert_operation_row"]
 
@@ -156,7 +157,7 @@ def insert_operation_row(
         sequence=sequence,
         prev_hash=GENESIS_HASH if head is None else head["event_hash"],
         actor=draft["requester_id"],
-        event_type="OperationAdmitted",
+        event_type=EventType.OPERATION_ADMITTED,
         now_us=at_us,
         evidence_reference=draft["admission_reference"],
         details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},

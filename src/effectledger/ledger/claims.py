@@ -35,6 +35,7 @@ from effectledger.model import (
 from effectledger.proposals import Approval, Proposal
 from effectledger.rows import result_from_row
 from effectledger.store import Row, Transaction
+from effectledger.transitions import EventType
 
 __all__ = [
     "claim_admitted",
@@ -117,7 +118,7 @@ def claim_row(
         tx,
         row,
         actor=executor_id,
-        event_type="AttemptPrepared",
+        event_type=EventType.ATTEMPT_PREPARED,
         now_us=at_us,
         attempt_id=attempt_id,
         state=OperationState.IN_PROGRESS.value,
@@ -344,7 +345,7 @@ def release_in(
         tx,
         row,
         actor=context.actor_id,
-        event_type="OperationReleased",
+        event_type=EventType.OPERATION_RELEASED,
         now_us=now_us(ledger.clock),
         details={"reason": reason},
         state=OperationState.RELEASED.value,

@@ -8,6 +8,7 @@ from effectledger.ledger.settings import AUDITOR_ROLE, LedgerParts
 from effectledger.ledger.trail import key, now_us, write_transition
 from effectledger.model import Context, validate_identifier
 from effectledger.store import Row, Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["check_correction", "correct_event_in"]
 
@@ -43,7 +44,7 @@ def correct_event_in(
         tx,
         row,
         actor=context.actor_id,
-        event_type="AuditCorrection",
+        event_type=EventType.AUDIT_CORRECTION,
         now_us=now_us(ledger.clock),
         details={"corrects": event_id, "reason": reason},
     )

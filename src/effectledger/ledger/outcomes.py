@@ -30,6 +30,7 @@ from effectledger.model import (
 )
 from effectledger.rows import result_from_row
 from effectledger.store import Transaction
+from effectledger.transitions import EventType
 
 __all__ = ["record", "record_in"]
 
@@ -48,14 +49,18 @@ _STATE_BY_OUTCOME = {
 }
 
 
-def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> str:
+def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> EventType:
     if not owns_state:
-        return f"Late{outcome.value}Observation"
+        return EventType(f"Late{outcome.value}Observation")
     if outcome is Outcome.ACCEPTED:
-        return "ProviderAcceptanceReconciled" if reconciled else "ProviderAcceptanceConfirmed"
+        return (
+            EventType.PROVIDER_ACCEPTANCE_RECONCILED
+            if reconciled
+            else EventType.PROVIDER_ACCEPTANCE_CONFIRMED
+        )
     if outcome is Outcome.UNKNOWN:
-        return "SubmissionOutcomeUnknown"
-    return outcome.value
+        return EventType.SUBMISSION_OUTCOME_UNKNOWN
+    return EventType(outcome.value)  # PermanentRejection, RetryableRejection
 
 
 def _details(observation: Observation, problem: str | None, reported: object) -> dict[str, Any]:

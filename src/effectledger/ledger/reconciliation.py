@@ -26,6 +26,7 @@ from effectledger.model import (
 )
 from effectledger.rows import attempt_from_row, result_from_row
 from effectledger.store import Row, Store, Transaction
+from effectledger.transitions import EventType
 
 __all__ = [
     "Reserved",
@@ -88,7 +89,7 @@ def reserve_in(
         tx,
         row,
         actor=actor,
-        event_type="ReconciliationStarted",
+        event_type=EventType.RECONCILIATION_STARTED,
         now_us=at_us,
         attempt_id=attempt_id,
         details={"next_check_us": next_us},
@@ -233,7 +234,7 @@ def escalate_row(
         tx,
         row,
         actor=actor,
-        event_type="ManualReviewAssigned",
+        event_type=EventType.MANUAL_REVIEW_ASSIGNED,
         now_us=to_micros(now),
         attempt_id=row["active_attempt_id"],
         details={"owner": owner, "deadline_us": deadline_us, "reason": reason},
@@ -323,7 +324,7 @@ def authorize_retry_in(
         tx,
         row,
         actor=context.actor_id,
-        event_type="RetryAuthorized",
+        event_type=EventType.RETRY_AUTHORIZED,
         now_us=now_us(ledger.clock),
         attempt_id=row["active_attempt_id"],
         details={"retry": used + 1, "max_retries": max_retries},

@@ -18,7 +18,7 @@ from effectledger.events.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.ledger.settings import LedgerParts
 from effectledger.model import OperationState, to_micros, validate_identifier
 from effectledger.store import Row, Transaction
-from effectledger.transitions import transition
+from effectledger.transitions import EventType, transition
 
 __all__ = [
     "RESERVED_PREFIXES",
@@ -97,7 +97,7 @@ def write_event(
     sequence: int,
     prev_hash: str,
     actor: str,
-    event_type: str,
+    event_type: EventType,
     now_us: int,
     attempt_id: str | None = None,
     evidence_reference: str | None = None,
@@ -133,7 +133,7 @@ def write_transition(
     row: Row,
     *,
     actor: str,
-    event_type: str,
+    event_type: EventType,
     now_us: int,
     attempt_id: str | None = None,
     evidence_reference: str | None = None,
@@ -249,7 +249,7 @@ def append_event(
     tenant_id: str,
     operation_id: str,
     actor: str,
-    event_type: str,
+    event_type: EventType,
     evidence_reference: str | None = None,
     details: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
