@@ -11,7 +11,6 @@ from effectledger.store import Store, Transaction
 __all__ = ["write"]
 
 T = TypeVar("T")
-_WRITE_ATTEMPTS = 3
 
 
 def write(store: Store, body: Callable[[Transaction], T], label: str) -> T:
@@ -19,12 +18,7 @@ def write(store: Store, body: Callable[[Transaction], T], label: str) -> T:
 
     Every body takes its locks first, so contention waits instead of failing; a racing writer
     that still wins (a key another transaction inserted first, a moved version) is answered by
-    re-running the body on fresh rows, never by leaking its text.
+    re-running the body on fresh rows, never by leaking its text. The re-runs are the store's
+    own, on its one retry budget.
     """
-    for attempt in range(1, _WRITE_ATTEMPTS + 1):
-        try:
-            return store.write(body, label=label)
-        except (ConstraintViolation, ConcurrentModification):
-            if attempt == _WRITE_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return store.write(body, label=label, rerun_on=(ConstraintViolation, ConcurrentModification))

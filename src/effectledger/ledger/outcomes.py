@@ -35,7 +35,7 @@ from effectledger.transitions import EventType
 __all__ = ["record", "record_in"]
 
 log = logging.getLogger("effectledger.ledger")
-_RECORD_ATTEMPTS = 3
+_SETTLE_PASSES = 2  # writes of one record whose COMMIT was lost and proven not to have landed
 _OWNING_STATES = (
     OperationState.IN_PROGRESS.value,
     OperationState.OUTCOME_UNKNOWN.value,
@@ -180,16 +180,14 @@ def record(
     )
     budget = ledger.settings.record_budget
     deadline = None if budget is None else time.monotonic() + budget.total_seconds()
-    for attempt_number in range(1, _RECORD_ATTEMPTS + 1):
+    for settling in range(_SETTLE_PASSES):
         left = None if deadline is None else deadline - time.monotonic()
-        last = attempt_number == _RECORD_ATTEMPTS or (
-            deadline is not None and time.monotonic() >= deadline
-        )
         try:
-            return ledger.store.write(body, label="record", budget_s=left)
-        except ConcurrentModification:  # the row moved on: re-read it and decide again
-            if last:
-                raise
+            # A row that moved on is read again and decided again: the store's own re-run,
+            # on the one retry budget it keeps for this write.
+            return ledger.store.write(
+                body, label="record", budget_s=left, rerun_on=(ConcurrentModification,)
+            )
         except CommitUncertain as uncertain:
             if not written:  # pragma: no cover - the body ran to its end before COMMIT
                 raise
@@ -198,6 +196,8 @@ def record(
                 ledger.store, uncertain, key(attempt.tenant_id, attempt.operation_id), [event_hash]
             ):
                 return result
-            if last:
+            if settling + 1 == _SETTLE_PASSES or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover

@@ -48,6 +48,7 @@ class Store(Protocol):
         *,
         label: str = "write",
         budget_s: float | None = None,
+        rerun_on: tuple[type[Exception], ...] = (),
     ) -> T:
         """Run ``body`` in one write transaction and commit it.
 
@@ -55,7 +56,11 @@ class Store(Protocol):
         ``body`` must do nothing but database work. Raises a :class:`StorageError` subclass.
         ``budget_s``, when given, bounds in seconds how long the write, retries included, may
         wait for locks (and, on PostgreSQL, for connections and statements); once it is spent
-        the write fails with :class:`StorageBusy` and nothing is committed.
+        the write fails with :class:`StorageBusy` and nothing is committed. ``rerun_on`` names
+        effectledger errors (raised by ``body``, or a translated driver error such as
+        :class:`ConstraintViolation`) after which the rolled-back ``body`` runs again on fresh
+        rows: every re-run, for whatever reason, draws on the same budget (``max_attempts`` runs
+        at most, none after ``budget_s``).
         """
         ...
 

@@ -259,6 +259,7 @@ class PostgresStore:
         begin: str,
         label: str,
         budget_s: float | None = None,
+        rerun_on: tuple[type[Exception], ...] = (),
     ) -> T:
         retries = RetryBudget(label, self.max_attempts, budget_s)
         for attempt in retries.attempts():
@@ -272,10 +273,15 @@ class PostgresStore:
                     self._discard_broken()
                     continue  # nothing was committed: run it again on a sound connection
                 raise translate(exc, label) from exc.error
-            except psycopg.Error as exc:
-                if (exc.sqlstate or "") in RETRY_STATES and retries.may_retry():
+            except psycopg.Error as exc:  # also PoolTimeout
+                error = translate(exc, label, attempts=attempt)
+                rerun = (exc.sqlstate or "") in RETRY_STATES or isinstance(error, rerun_on)
+                if rerun and retries.may_retry():
                     continue
-                raise translate(exc, label, attempts=attempt) from exc  # also PoolTimeout
+                raise error from exc
+            except rerun_on:  # the body found its rows moved (rolled back): run it again
+                if not retries.may_retry():
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write(
@@ -284,6 +290,7 @@ class PostgresStore:
         *,
         label: str = "write",
         budget_s: float | None = None,
+        rerun_on: tuple[type[Exception], ...] = (),
     ) -> T:
         """Run ``body`` in one READ COMMITTED transaction and commit it.
 
@@ -294,9 +301,10 @@ class PostgresStore:
         to the budget left, the transaction runs with ``SET LOCAL lock_timeout`` and
         ``statement_timeout`` set to it (the lock timeout stays the store's own if that is
         shorter), and no re-run starts once it is spent. Running out raises
-        :class:`StorageBusy` and nothing is committed.
+        :class:`StorageBusy` and nothing is committed. ``rerun_on``: see
+        :meth:`effectledger.store.Store.write`; its re-runs draw on the same budget.
         """
-        return self._run(body, _OWN["begin_write"], label, budget_s)
+        return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
 
     def read(self, body: Callable[[_Transaction], T]) -> T:
         """Run ``body`` in a read-only REPEATABLE READ transaction: one consistent snapshot."""

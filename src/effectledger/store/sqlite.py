@@ -255,6 +255,7 @@ class SQLiteStore:
         *,
         label: str = "write",
         budget_s: float | None = None,
+        rerun_on: tuple[type[Exception], ...] = (),
     ) -> T:
         """Run ``body`` in ``BEGIN IMMEDIATE`` ... ``COMMIT``; retry it when the file is busy.
 
@@ -265,9 +266,9 @@ class SQLiteStore:
         connection = self._connection()
         retries = RetryBudget(label, self.max_attempts, budget_s)
         if budget_s is None:
-            return self._write(connection, body, retries)
+            return self._write(connection, body, retries, rerun_on)
         try:
-            return self._write(connection, body, retries)
+            return self._write(connection, body, retries, rerun_on)
         finally:
             with contextlib.suppress(sqlite3.Error):
                 self._set_busy_timeout(connection, self.busy_timeout_ms)
@@ -277,6 +278,7 @@ class SQLiteStore:
         connection: sqlite3.Connection,
         body: Callable[[_Transaction], T],
         retries: RetryBudget,
+        rerun_on: tuple[type[Exception], ...],
     ) -> T:
         own = self._own
         begin, commit, rollback = own["begin_write"], own["commit"], own["rollback"]
@@ -300,10 +302,14 @@ class SQLiteStore:
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute(rollback)
                 pause = 0.005 * attempt
-                if _is_busy(exc) and retries.may_retry(pause):
+                error = _translate(exc, retries.label, attempts=attempt)
+                if (_is_busy(exc) or isinstance(error, rerun_on)) and retries.may_retry(pause):
                     time.sleep(pause)
                     continue
-                raise _translate(exc, retries.label, attempts=attempt) from exc
+                raise error from exc
+            except rerun_on:  # the body found its rows moved (rolled back above): run it again
+                if not retries.may_retry():
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def read(self, body: Callable[[_Transaction], T]) -> T:
