@@ -9,13 +9,14 @@ them in each provider's tool format.
 A host answers a model's tool call with one call: :meth:`FunctionTools.call` (a name and the
 raw arguments) or :meth:`FunctionTools.answer` (the provider's tool-call object, answered in
 the same provider's format). The trusted :class:`~effectledger.model.Context` always comes from
-the host, never from the arguments. The result's ``data`` is the JSON of the service's result;
+the host, never from the arguments. The result's ``data`` is the JSON of the API's result;
 its ``guidance`` tells the model what it may say to the user, and an uncertain outcome is never
 worded as done or failed. Arguments the model invents are refused with
 :class:`~effectledger.errors.ToolArgumentsRejected` before anything is written.
 
-The tools depend only on :class:`ToolService`, the few service methods they call, so any object
-with those methods (:class:`~effectledger.service.EffectService` today) can stand behind them.
+The tools are built on the public API: ``FunctionTools(ledger)`` over the
+:class:`~effectledger.app.EffectLedger` that ``effectledger.connect`` returns, calling its
+``propose``, ``perform`` and ``status`` and nothing beneath them.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic_core
 
-from effectledger.actions import ActionRegistry
-from effectledger.authority import Correlation, Proposal
+from effectledger.app import EffectLedger
 from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
 from effectledger.callers.tool_definitions import (
     IDENTITY_FIELDS,
@@ -43,7 +43,8 @@ from effectledger.callers.tool_definitions import (
 )
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound, ToolArgumentsRejected
 from effectledger.model import Context, DispatchResult
-from effectledger.service import EffectResult
+from effectledger.outcomes import EffectOutcome
+from effectledger.proposals import Correlation, Proposal
 
 __all__ = [
     "IDENTITY_FIELDS",
@@ -54,7 +55,6 @@ __all__ = [
     "FunctionTools",
     "ToolDefinition",
     "ToolResult",
-    "ToolService",
     "anthropic_tools",
     "openai_chat_tools",
     "openai_responses_tools",
@@ -64,35 +64,9 @@ MAX_ARGUMENTS_BYTES = 64 * 1024
 """Raw argument text longer than this is refused before it is parsed."""
 
 
-class ToolService(Protocol):
-    """The service methods the tools call; :class:`~effectledger.service.EffectService` has them.
-
-    The tools pass ids through as the model sent them: an implementation must refuse an id of
-    the wrong shape or type with :class:`~effectledger.errors.InvalidInput` before it reads or
-    writes anything (the tests of the tools check that it does).
-    """
-
-    registry: ActionRegistry
-
-    def propose(
-        self,
-        context: Context,
-        action: str,
-        arguments: Mapping[str, Any],
-        *,
-        correlation: Correlation | None = None,
-    ) -> Proposal: ...
-
-    def perform(
-        self, context: Context, proposal_id: str, *, approval_id: str | None = None
-    ) -> EffectResult: ...
-
-    def status(self, context: Context, operation_id: str) -> DispatchResult: ...
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
-    """What a tool call produced: the service's JSON, what to tell the user, and an error flag.
+    """What a tool call produced: the API's JSON, what to tell the user, and an error flag.
 
     ``data`` is the JSON of the API's result (``EffectResult.to_dict()`` for ``perform_proposal``)
     or ``{"error": {"code", "message", "details"}}``. ``text`` is what the model reads.
@@ -183,10 +157,10 @@ def _only(definition: ToolDefinition, arguments: dict[str, Any]) -> None:
         )
 
 
-def _text_id(value: object, field: str) -> str:
-    # The type is checked here; the service checks the shape before it reads anything.
+def _text_id(value: object, name: str) -> str:
+    # The type is checked here; the ledger checks the shape before it reads anything.
     if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string id", field=field)
+        raise InvalidInput(f"{name} must be a string id", field=name)
     return value
 
 
@@ -214,11 +188,15 @@ def _field(item: Any, name: str) -> Any:
 
 
 class FunctionTools:
-    """The tools of one service's registered actions, and the host's dispatch of a tool call."""
+    """The tools of one ledger's declared actions, and the host's dispatch of a tool call.
 
-    def __init__(self, service: ToolService) -> None:
-        self.service = service
-        self._definitions = {d.name: d for d in definitions_for(service.registry)}
+    Built from the :class:`~effectledger.app.EffectLedger` (``FunctionTools(ledger)``) once its
+    actions are declared: the tool list is read from its registry when the tools are made.
+    """
+
+    def __init__(self, ledger: EffectLedger) -> None:
+        self.ledger = ledger
+        self._definitions = {d.name: d for d in definitions_for(ledger.registry)}
 
     def definitions(self) -> list[ToolDefinition]:
         """Every tool: one ``propose_<action>`` per action, then the operation tools."""
@@ -245,7 +223,7 @@ class FunctionTools:
             parsed = parse_arguments(arguments)
             _only(definition, parsed)
             if definition.action is not None:
-                proposal = self.service.propose(
+                proposal = self.ledger.propose(
                     context, definition.action, parsed, correlation=correlation
                 )
                 return ToolResult(
@@ -255,22 +233,20 @@ class FunctionTools:
                     is_error=False,
                 )
             if name == PERFORM_TOOL:
-                # The service refuses ids of the wrong shape or type (InvalidInput) first.
+                # The ledger refuses ids of the wrong shape (InvalidInput) before it reads.
                 approval_id = parsed.get("approval_id")
-                result = self.service.perform(
+                result = self.ledger.perform(
                     context,
                     _text_id(parsed.get("proposal_id"), "proposal_id"),
-                    approval_id=None
-                    if approval_id is None
-                    else _text_id(approval_id, "approval_id"),
+                    approval=None if approval_id is None else _text_id(approval_id, "approval_id"),
                 )
                 return ToolResult(
                     tool=name,
                     data=result.to_dict(),
                     guidance=result_guidance(result.outcome, result.state, result.reason),
-                    is_error=result.outcome == "denied",
+                    is_error=result.outcome is EffectOutcome.DENIED,
                 )
-            status = self.service.status(
+            status = self.ledger.status(
                 context, _text_id(parsed.get("operation_id"), "operation_id")
             )
             return ToolResult(
