@@ -56,6 +56,9 @@ class DenialReason(enum.StrEnum):
     NOT_FOUND = "not_found"
 
 
+_UNCERTAIN = frozenset(state for state in OperationState if state.uncertain)
+
+
 @dataclass(frozen=True, slots=True)
 class TraceStep:
     """One step of the domain trace: what was attempted and how it came out."""
@@ -116,6 +119,6 @@ class EffectResult:
             "state": None if state is None else state._value_,
             "reason": None if reason is None else reason._value_,
             "provider_reference": self.provider_reference,
-            "uncertain": state is not None and state.uncertain,
+            "uncertain": state in _UNCERTAIN,
             "trace": [[step.step, step.outcome] for step in self.trace],
         }

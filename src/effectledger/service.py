@@ -25,12 +25,25 @@ from effectledger.model import (
     Context,
     DestinationRef,
     DispatchResult,
+    OperationState,
     validate_identifier,
 )
 from effectledger.outcomes import DenialReason, EffectOutcome, EffectResult, TraceStep
 from effectledger.recovery import RecoveryWorker
 
 __all__ = ["EffectResult", "EffectService", "TraceStep"]
+
+
+_REPLAY_TRACES = {
+    state: (
+        TraceStep("request", "received"),
+        TraceStep("tenant", "accepted"),
+        TraceStep("reservation", "replayed"),
+        TraceStep("dispatch", state.value),
+    )
+    for state in OperationState
+}
+"""The trace of an exact replay in each recorded state: the same steps every time, made once."""
 
 
 @dataclass(slots=True)
@@ -125,9 +138,14 @@ class EffectService:
             validate_identifier(approval_id, "approval_id")
         recorded = self.ledger.recorded_for_proposal(context, proposal_id, approval_id)
         if recorded is not None:  # the exact replay of a finished call: one read, nothing sent
-            trace.add("reservation", "replayed")
-            trace.add("dispatch", recorded.state.value)
-            return _result("replayed", recorded, trace)
+            return EffectResult(
+                outcome=EffectOutcome.REPLAYED,
+                operation_id=recorded.operation_id,
+                state=recorded.state,
+                reason=None,
+                provider_reference=recorded.provider_reference,
+                trace=_REPLAY_TRACES[recorded.state],
+            )
         try:
             admission = self.authority.admit_or_replay(
                 context,

@@ -348,6 +348,30 @@ def test_another_tenants_ids_read_as_unknown(world: World, tools: FunctionTools)
     assert world.receiver.counts().effects == 1
 
 
+def test_replays_answer_the_json_of_their_own_result(world: World, tools: FunctionTools) -> None:
+    """Every replay answers its own result's JSON; a host editing one answer changes no other."""
+    proposal, approval_id = _approved(world, tools)
+    ids = json.dumps({"proposal_id": proposal["proposal_id"], "approval_id": approval_id})
+    assert tools.call(AGENT, "perform_proposal", ids).data["outcome"] == "performed"
+    first = tools.call(AGENT, "perform_proposal", ids)
+    first.data["state"] = "REJECTED"
+    first.data["trace"].append(["edited", "by the host"])
+    for _ in range(3):
+        again = tools.call(AGENT, "perform_proposal", ids)
+        direct = world.app.perform(AGENT, proposal["proposal_id"], approval=approval_id)
+        assert again.data == direct.to_dict()
+        assert again.data is not first.data
+        assert again.text == f"{json.dumps(again.data, separators=(',', ':'))}\n{again.guidance}"
+        assert (again.data["outcome"], again.data["state"]) == ("replayed", "SUCCEEDED")
+    for _ in range(2):  # a refused text is refused again, never remembered as good
+        refused = tools.call(AGENT, "perform_proposal", '{"proposal_id": "no such/../id!"}')
+        assert refused.data["error"]["code"] == "invalid_input"
+        invented = tools.call(AGENT, "perform_proposal", '{"proposal_id": "p", "amount": 1}')
+        assert invented.data["error"]["code"] == "tool_arguments_rejected"
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "attempts") == 1
+
+
 def test_importing_effectledger_does_not_import_the_sdks() -> None:
     """The tools, and the package, load without mcp, openai or anthropic being imported."""
     code = (
