@@ -6,19 +6,21 @@ Run it from the repository root (the ``mcp`` extra installed)::
 
 One refund is proposed, approved and performed once; then the same perform is repeated through
 
-* ``direct``: ``EffectService.perform`` in process (one ledger read, nothing sent);
-* ``tool``: ``FunctionTools.call`` with the JSON text a model sends, answered with the text the
-  model reads (parse, check, the same service call, ``to_dict``, JSON, guidance);
+* ``direct``: ``EffectLedger.perform`` in process, the public Python API (one ledger read,
+  nothing sent);
+* ``service``: ``EffectService.perform``, the layer beneath it, for reference;
+* ``tool``: ``FunctionTools(ledger).call`` with the JSON text a model sends, answered with the
+  text the model reads (parse, check, the same ledger call, ``to_dict``, JSON, guidance);
 * ``mcp``: the SDK's client calling ``perform_proposal`` on the MCP server over streamable HTTP
   on 127.0.0.1 (bearer-token authentication, JSON-RPC, the thread hop to the ledger);
 * ``mcp floor``: the same client, server class, authentication and transport calling a tool that
   returns a result of the same size without touching the ledger: the transport's own cost.
 
 It prints p50/p99/mean per call (µs) and bytes allocated per call (tracemalloc's peak above the
-baseline during the call; for MCP it covers client and server, both in this process). Direct
-and tool alternate in rounds, and the two MCP servers in blocks of 50 calls, so drift slows
-each alike; the tool/direct ratio is the median of the per-round p50 ratios. Target: tool <=
-1.3 x direct. Every path is checked to report ``replayed`` / ``SUCCEEDED`` with exactly one
+baseline during the call; for MCP it covers client and server, both in this process). Direct,
+service and tool alternate in rounds, and the two MCP servers in blocks of 50 calls, so drift
+slows each alike; the tool/direct ratio is the median of the per-round p50 ratios. Target: tool
+<= 1.3 x direct. Every path is checked to report ``replayed`` / ``SUCCEEDED`` with exactly one
 effect at the receiver.
 """
 
@@ -51,9 +53,8 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import CallToolResult, TextContent
 from pydantic import AnyHttpUrl
 
-from effectledger import Context, DestinationRef, Ledger, LedgerSettings, SimulatedReceiver
+from effectledger import Context, DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver
 from effectledger import open_store as open_ledger_store
-from effectledger.actions import ActionRegistry
 from effectledger.callers.function_tools import FunctionTools
 from effectledger.callers.mcp_server import (
     TokenIdentities,
@@ -62,7 +63,6 @@ from effectledger.callers.mcp_server import (
     serve_http_in_thread,
 )
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.service import EffectService
 
 TOOL_RATIO_TARGET = 1.3
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
@@ -131,13 +131,13 @@ def peak_allocation(call: Callable[[], object], count: int) -> float:
     return peaks / count
 
 
-def build_service(store_url: str, directory: Path) -> tuple[EffectService, SimulatedReceiver]:
-    """The refund service over ``store_url`` and a receiver file in ``directory``."""
+def build_ledger(store_url: str, directory: Path) -> tuple[EffectLedger, SimulatedReceiver]:
+    """The refund ledger over ``store_url`` and a receiver file in ``directory``."""
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
-    registry = ActionRegistry([refund_action(orders=OrderBook(), destination=destination)])
-    ledger = Ledger(open_ledger_store(store_url), settings=LedgerSettings())
-    return EffectService(ledger, registry, [receiver]), receiver
+    ledger = EffectLedger(open_ledger_store(store_url), settings=LedgerSettings())
+    ledger.register(refund_action(orders=OrderBook(), destination=destination), receiver)
+    return ledger, receiver
 
 
 def floor_server(result: CallToolResult, url: str) -> MCPServer[Any]:
@@ -243,49 +243,57 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         directory = Path(folder)
         store_url = args.store or f"sqlite:///{directory / 'ledger.db'}"
-        service, receiver = build_service(store_url, directory)
+        ledger, receiver = build_ledger(store_url, directory)
         try:
-            return run(args, service, receiver, store_url)
+            return run(args, ledger, receiver, store_url)
         finally:
-            service.ledger.store.close()
+            ledger.close()
             receiver.close()
 
 
 def run(
-    args: argparse.Namespace, service: EffectService, receiver: SimulatedReceiver, store: str
+    args: argparse.Namespace, ledger: EffectLedger, receiver: SimulatedReceiver, store: str
 ) -> int:
     """Set up one SUCCEEDED operation and measure every path against it."""
     refund = {"order_id": "ord-1", "amount_minor": 30, "currency": "EUR"}
-    proposal = service.propose(AGENT, "refund_order", refund)
-    approval = service.approve(REVIEWER, proposal.proposal_id, digest=proposal.digest)
-    first = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    proposal = ledger.propose(AGENT, "refund_order", refund)
+    approval = ledger.approve(REVIEWER, proposal)
+    first = ledger.perform(AGENT, proposal, approval=approval)
     assert first.outcome == "performed", first
     ids = {"proposal_id": proposal.proposal_id, "approval_id": approval.approval_id}
     text = json.dumps(ids)
-    tools = FunctionTools(service)
+    tools = FunctionTools(ledger)
+    service = ledger.service
 
     def direct() -> object:
+        return ledger.perform(AGENT, proposal, approval=approval)
+
+    def beneath() -> object:
         return service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
 
     def tool() -> object:
         return tools.call(AGENT, "perform_proposal", text).text
 
-    for name, call in (("direct", direct), ("tool", tool)):
+    paths = {"direct": direct, "service": beneath, "tool": tool}
+    for name, call in paths.items():
         for _ in range(1000):
             call()
         print(f"warmed {name}", file=sys.stderr)
-    direct_samples: list[float] = []
-    tool_samples: list[float] = []
+    samples: dict[str, list[float]] = {name: [] for name in paths}
     ratios: list[float] = []
+    service_ratios: list[float] = []
     for round_number in range(args.rounds):
-        d = time_calls(direct, args.replays)
-        t = time_calls(tool, args.replays)
-        ratios.append(statistics.median(t) / statistics.median(d))
-        direct_samples += d
-        tool_samples += t
+        medians = {}
+        for name, call in paths.items():
+            timed = time_calls(call, args.replays)
+            medians[name] = statistics.median(timed)
+            samples[name] += timed
+        ratios.append(medians["tool"] / medians["direct"])
+        service_ratios.append(medians["tool"] / medians["service"])
         print(f"round {round_number + 1}/{args.rounds}: ratio {ratios[-1]:.3f}", file=sys.stderr)
-    direct_figures = _summarise(direct_samples, peak_allocation(direct, 2000))
-    tool_figures = _summarise(tool_samples, peak_allocation(tool, 2000))
+    direct_figures = _summarise(samples["direct"], peak_allocation(direct, 2000))
+    service_figures = _summarise(samples["service"], peak_allocation(beneath, 2000))
+    tool_figures = _summarise(samples["tool"], peak_allocation(tool, 2000))
     replay = tools.call(AGENT, "perform_proposal", text)
 
     floor_result = CallToolResult(
@@ -296,7 +304,7 @@ def run(
         urls = {
             "mcp": stack.enter_context(
                 serve_http_in_thread(
-                    lambda u: build_server(tools, identities=identities, server_url=u)
+                    lambda u: build_server(ledger, identities=identities, server_url=u)
                 )
             ),
             "floor": stack.enter_context(
@@ -307,9 +315,7 @@ def run(
     mcp_figures, floor_figures = figures["mcp"], figures["floor"]
 
     checks = {
-        "direct": service.perform(
-            AGENT, proposal.proposal_id, approval_id=approval.approval_id
-        ).to_dict(),
+        "direct": ledger.perform(AGENT, proposal, approval=approval).to_dict(),
         "tool": replay.data,
         "mcp": mcp_last.structured_content,
     }
@@ -326,11 +332,13 @@ def run(
         f"replay of a SUCCEEDED perform, store {store.split(':', 1)[0]}, {args.rounds} rounds x "
         f"{args.replays} in process, {args.mcp_replays} over MCP streamable HTTP",
         direct_figures.line("direct"),
+        service_figures.line("service"),
         tool_figures.line("tool"),
         mcp_figures.line("mcp"),
         floor_figures.line("mcp floor"),
         f"  tool / direct (median of per-round p50 ratios): {ratio:.3f} "
-        f"(target <= {TOOL_RATIO_TARGET}: {verdict})",
+        f"(target <= {TOOL_RATIO_TARGET}: {verdict}); tool / service "
+        f"{statistics.median(service_ratios):.3f}",
         f"  mcp transport's own cost (floor p50): {floor_figures.p50_us:.1f} µs; mcp above its "
         f"floor: {above_floor:.1f} µs (direct ledger p50 {direct_figures.p50_us:.1f} µs)",
         f"  receiver effects: {effects}; every path reported replayed/SUCCEEDED: {not problems}",

@@ -10,7 +10,7 @@ the same ledger, each path repeats the perform of that operation and must get ``
 path, latency p50/p99 (µs) and bytes allocated per call (tracemalloc's peak above the baseline,
 process-wide: the server runs in a thread of this process, so client and server are both in it):
 
-* ``direct``: ``EffectService.perform`` called in-process (the ledger's own cost);
+* ``direct``: ``EffectLedger.perform`` called in-process (the ledger's own cost);
 * ``http perform``: ``POST /v1/proposals/{id}/perform`` with an API key, over one kept-alive
   connection to uvicorn on 127.0.0.1 (a real socket);
 * the transport's own cost on the same server and connection, no ledger involved:
@@ -48,12 +48,10 @@ from fastapi.responses import JSONResponse
 from effectledger import (
     Context,
     DestinationRef,
-    EffectService,
-    Ledger,
+    EffectLedger,
     SimulatedReceiver,
     open_store,
 )
-from effectledger.actions import ActionRegistry
 from effectledger.callers.api_keys import ApiKeys
 from effectledger.callers.http_api import authenticated, create_app
 from effectledger.callers.http_models import PerformRequest
@@ -120,13 +118,13 @@ def allocated_per_call(call: Callable[[], object], count: int) -> float:
     return statistics.fmean(peaks)
 
 
-def build(store_url: str, folder: Path) -> tuple[EffectService, SimulatedReceiver, ApiKeys]:
-    """A refund service over ``store_url`` with a simulated receiver in ``folder``."""
+def build(store_url: str, folder: Path) -> tuple[EffectLedger, SimulatedReceiver, ApiKeys]:
+    """A refund ledger over ``store_url`` with a simulated receiver in ``folder``."""
     receiver = SimulatedReceiver(folder / "receiver.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
-    registry = ActionRegistry([refund_action(orders=OrderBook(), destination=destination)])
-    service = EffectService(Ledger(open_store(store_url)), registry, [receiver])
-    return service, receiver, ApiKeys(service.ledger.store)
+    ledger = EffectLedger(open_store(store_url))
+    ledger.register(refund_action(orders=OrderBook(), destination=destination), receiver)
+    return ledger, receiver, ApiKeys(ledger.store)
 
 
 def add_transport_floors(app: Any) -> None:
@@ -163,13 +161,13 @@ def main() -> int:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="el-http-bench-"))
     store_url = args.db or f"sqlite:///{folder / 'ledger.db'}"
-    service, receiver, keys = build(store_url, folder)
+    ledger, receiver, keys = build(store_url, folder)
     token = keys.create(tenant_id="acme", actor_id="agent-7", roles=["agent"]).token
-    proposal = service.propose(AGENT, "refund_order", REFUND)
-    approval = service.approve(REVIEWER, proposal.proposal_id, digest=proposal.digest)
-    first = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    proposal = ledger.propose(AGENT, "refund_order", REFUND)
+    approval = ledger.approve(REVIEWER, proposal)
+    first = ledger.perform(AGENT, proposal, approval=approval)
     assert (first.outcome, first.state) == ("performed", "SUCCEEDED"), first
-    app = create_app(service, keys)
+    app = create_app(ledger, keys)
     add_transport_floors(app)
     body = {"approval_id": approval.approval_id}
     headers = {"Authorization": f"Bearer {token}"}
@@ -177,9 +175,7 @@ def main() -> int:
         with serving(app) as base, httpx.Client(base_url=base) as client:
 
             def direct() -> None:
-                result = service.perform(
-                    AGENT, proposal.proposal_id, approval_id=approval.approval_id
-                )
+                result = ledger.perform(AGENT, proposal, approval=approval)
                 assert result.outcome == "replayed"
 
             def http_perform() -> None:
@@ -220,7 +216,7 @@ def main() -> int:
             }
         assert receiver.counts().effects == 1, "a replay made a second effect"
     finally:
-        service.ledger.store.close()
+        ledger.close()
         receiver.close()
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -60,7 +60,8 @@ def main() -> None:
         print("recovery resolved:", [state for _, _, state in report.resolved])
         print("status:", ledger.status(agent, proposal).state)
         print("receiver effects:", receiver.counts().effects)
-        print("capacity committed:", ledger.capacity(agent, "refunds").committed)
+        # The tenant's views (capacity, trails, explanations) are a reviewer's, not the agent's.
+        print("capacity committed:", ledger.capacity(rita, "refunds").committed)
 
         unapproved = ledger.propose(
             agent, refund, order_id="ord-1002", amount_minor=5, currency="EUR"
@@ -68,7 +69,7 @@ def main() -> None:
         denied = ledger.perform(agent, unapproved)
         print("unapproved:", denied.outcome, denied.reason)
 
-        for sentence in ledger.explain(agent, proposal):
+        for sentence in ledger.explain(rita, proposal):
             print(" ", sentence.render())
     receiver.close()
 

@@ -69,11 +69,11 @@ from effectledger.model import (
     OperationState,
     Outcome,
 )
-from effectledger.outcomes import DenialReason, EffectOutcome
+from effectledger.outcomes import DenialReason, EffectOutcome, EffectResult, TraceStep
 from effectledger.policy import Decision, Policy, Preauthorization, RulePolicy, Tier
 from effectledger.recovery import RecoveryReport, RecoveryWorker
 from effectledger.serialize import to_dict
-from effectledger.service import EffectResult, EffectService, TraceStep
+from effectledger.service import EffectService
 from effectledger.store import Store, open_store
 
 __all__ = [

@@ -7,6 +7,12 @@ action (:meth:`EffectLedger.action`), propose, approve or deny, perform, read st
 an explanation, manage capacity, authorize a retry, escalate and resolve a manual review, run a
 recovery pass, seal and export the evidence.
 
+Every caller is built on this object: the function tools (``FunctionTools(ledger)``), the MCP
+server (``build_server(ledger, ...)``) and the HTTP API (``create_app(ledger, keys)``) call these
+methods and nothing beneath them, so each applies the same rules. The tenant's wider views
+(``operations``, ``events``, ``explain``, ``capacity``, another actor's ``proposal`` or
+``operation``) need a reviewer's role (:mod:`effectledger.access`); everyone sees their own.
+
 Records are passed from call to call (a :class:`~effectledger.proposals.Proposal` to
 ``approve`` and ``perform``), so nobody copies an id or a digest by hand; every call also takes
 the plain ids, for callers that only have strings (HTTP, MCP, a reviewer page). The lower layer
@@ -24,27 +30,29 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from effectledger.access import require_reader, visible_operation, visible_proposal
 from effectledger.actions import Action
-from effectledger.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.catalog import ActionCatalog
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.errors import InvalidInput, InvalidTransition, NotFound, NotPermitted
-from effectledger.function_actions import (
-    ActionHandle,
-)
+from effectledger.executor import Executor
+from effectledger.function_actions import ActionHandle
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model import (
     AuditEvent,
     Context,
+    DestinationRef,
     DispatchResult,
     Observation,
     Operation,
     OperationState,
     Outcome,
+    validate_identifier,
 )
+from effectledger.outcomes import EffectResult
+from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.recovery import RecoveryReport
-from effectledger.service import EffectResult
 from effectledger.store import Store, open_store
 from effectledger.transitions import EventType
 
@@ -145,8 +153,11 @@ class EffectLedger(ActionCatalog):
         )
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
-        """The tenant's proposal, its digest recomputed (what a reviewer page shows)."""
-        return self.service.authority.get_proposal(context, proposal_id)
+        """The proposal, its digest recomputed (what a reviewer page shows).
+
+        Its proposer and the tenant's reviewers see it; to anyone else it is ``NotFound``.
+        """
+        return visible_proposal(context, self.service.authority.get_proposal(context, proposal_id))
 
     def approve(
         self,
@@ -183,19 +194,28 @@ class EffectLedger(ActionCatalog):
 
         Without ``approval`` the decision recorded on the proposal's trail is used: a denial
         if there is one, else the latest approval of its digest (the admission checks it).
+        Denials, including a proposal ``context`` cannot see, are results, not exceptions.
         """
         proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
-        if approval is None:
-            if isinstance(proposal, str):
-                proposal = self.proposal(context, proposal)
-            approval_id = self._decision_for(context, proposal)
-        else:
+        if approval is not None:
             approval_id = approval if isinstance(approval, str) else approval.approval_id
+        elif tenant_id is not None and tenant_id != context.tenant_id:
+            approval_id = None  # refused as tenant_mismatch before anything is read
+        else:
+            approval_id = self._decision_for(context, proposal)
         return self.service.perform(
             context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
         )
 
-    def _decision_for(self, context: Context, proposal: Proposal) -> str | None:
+    def _decision_for(self, context: Context, proposal: ProposalRef) -> str | None:
+        if isinstance(proposal, str):
+            validate_identifier(proposal, "proposal_id")
+            if self.ledger.recorded_for_proposal(context, proposal, None) is not None:
+                return None  # the exact replay of a finished call needs no approval id
+            try:
+                proposal = self.service.authority.get_proposal(context, proposal)
+            except NotFound:
+                return None  # the admission answers not_found, as for any unknown id
         try:
             self.ledger.status(context, proposal.operation_id)
         except NotFound:
@@ -220,19 +240,24 @@ class EffectLedger(ActionCatalog):
         return self.ledger.status(context, _operation_id(operation))
 
     def operation(self, context: Context, operation: OperationRef) -> Operation:
-        """The tenant's operation as stored."""
-        return self.ledger.get(context, _operation_id(operation))
+        """The operation as stored, for its requester, its review owner or a reviewer.
+
+        To anyone else of the tenant it is ``NotFound``, like another tenant's.
+        """
+        return visible_operation(context, self.ledger.get(context, _operation_id(operation)))
 
     def operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
-        """The tenant's most recent operations, newest first."""
+        """The tenant's most recent operations, newest first (approver or auditor)."""
+        require_reader(context)
         return self.ledger.list_operations(context, limit=limit)
 
     def events(self, context: Context, operation: OperationRef) -> list[AuditEvent]:
-        """The operation's audit trail in order, from its proposal on."""
+        """The operation's audit trail in order, from its proposal on (approver or auditor)."""
+        require_reader(context)
         return self.ledger.events(context, _operation_id(operation))
 
     def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
-        """What the operation's events say happened, one cited sentence per event."""
+        """What the operation's events say happened, one cited sentence per event (as events)."""
         from effectledger.audit.explain import explain
 
         return explain(self.events(context, operation))
@@ -240,13 +265,14 @@ class EffectLedger(ActionCatalog):
     # -- capacity ------------------------------------------------------------------------
 
     def capacity(self, context: Context, pool: str) -> CapacityUsage:
-        """Held, committed and freed units of the tenant's pool, and its limit."""
+        """Held, committed and freed units of the tenant's pool, and its limit (as events)."""
+        require_reader(context)
         return self.service.authority.capacity(context, pool)
 
     def set_capacity_limit(self, context: Context, pool: str, units: int) -> CapacityUsage:
-        """Set the most units the tenant's pool may hold and commit together."""
+        """Set the most units the tenant's pool may hold and commit together (trusted step)."""
         self.service.authority.set_capacity_limit(context.tenant_id, pool, units)
-        return self.capacity(context, pool)
+        return self.service.authority.capacity(context, pool)
 
     # -- retry, escalation, manual review, recovery --------------------------------------
 
@@ -262,7 +288,7 @@ class EffectLedger(ActionCatalog):
         self, context: Context, operation: OperationRef, *, reason: str, owner: str | None = None
     ) -> DispatchResult:
         """Move an unresolved operation of the tenant to MANUAL_REVIEW with an owner."""
-        operation_id = self.operation(context, operation).operation_id
+        operation_id = self.ledger.get(context, _operation_id(operation)).operation_id
         return self.ledger.escalate(
             context.tenant_id, operation_id, reason=reason, owner=owner, actor=context.actor_id
         )
@@ -275,7 +301,7 @@ class EffectLedger(ActionCatalog):
         Only the review owner (as actor or role) may resolve, and only with an authoritative
         observation (``Accepted`` with its references, or ``PermanentRejection``).
         """
-        found = self.operation(context, operation)
+        found = self.ledger.get(context, _operation_id(operation))
         if found.state is not OperationState.MANUAL_REVIEW:
             raise InvalidTransition(
                 f"only a MANUAL_REVIEW operation is resolved here; it is {found.state.value}",
@@ -315,6 +341,25 @@ class EffectLedger(ActionCatalog):
         return export_log(
             self.store, context.tenant_id, path, exporter_id=exporter_id, clock=self.ledger.clock
         )
+
+    # -- the lower layer and the store ------------------------------------------------
+
+    def executor_for(self, destination: DestinationRef) -> Executor:
+        """The lower-layer executor bound to ``destination`` (no I/O: a lookup).
+
+        It dispatches an operation admitted outside ``perform`` (``Ledger.admit`` on an outside
+        decision) with the dispatch-time recheck; :class:`~effectledger.callers.tools.DispatchTool`
+        is built on it. Raises ``DestinationMismatch`` if no adapter serves that endpoint.
+        """
+        return self.service.executor_for(destination)
+
+    def ping(self) -> int:
+        """The store's schema version (0 before migration); ``StorageError`` if it does not answer.
+
+        What a readiness check asks: one round trip to the store, nothing written.
+        """
+        row = self.store.one("store_ping", {})
+        return 0 if row is None or row["schema_version"] is None else int(row["schema_version"])
 
     # -- lifetime ------------------------------------------------------------------------
 

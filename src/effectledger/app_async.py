@@ -1,11 +1,12 @@
 """The awaitable twin of :class:`~effectledger.app.EffectLedger`.
 
 Every method of the sync object that touches the ledger has a twin here with the same name and
-signature that runs the whole call in a worker thread, so an event loop never blocks on the
-database or a destination. Every call is shielded: cancelling the awaiting task does not stop
-the call, which finishes and records its outcome; :meth:`AsyncEffectLedger.close` waits for such
-calls before it closes the store. Declaring actions (``action``, ``register``) is not I/O and
-stays synchronous. A test checks that the two surfaces cannot drift.
+signature that runs the whole call in a worker thread, so an event loop never blocks on the database
+or a destination. Every call is shielded: cancelling the awaiting task does not stop the call, which
+finishes and records its outcome; :meth:`AsyncEffectLedger.close` waits for such calls before it
+closes the store. Declaring actions (``action``, ``register``) and looking up an executor
+(``executor_for``) are not I/O and stay synchronous. A test checks that the two surfaces cannot
+drift.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from effectledger.app import ActionRef, EffectLedger, OperationRef, ProposalRef, connect
-from effectledger.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.ledger import LedgerSettings
 from effectledger.model import AuditEvent, Context, DispatchResult, Observation, Operation
+from effectledger.outcomes import EffectResult
+from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.recovery import RecoveryReport
-from effectledger.service import EffectResult
 
 if TYPE_CHECKING:
     from effectledger.audit.explain import Sentence
@@ -39,8 +40,8 @@ __all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
 
 T = TypeVar("T")
 
-SYNC_ONLY = frozenset({"action", "register"})
-"""Methods of :class:`EffectLedger` that declare rather than do: the same object serves both."""
+SYNC_ONLY = frozenset({"action", "register", "executor_for"})
+"""Methods of :class:`EffectLedger` that declare or look up rather than do (no I/O)."""
 
 
 async def connect_async(
@@ -76,6 +77,7 @@ class AsyncEffectLedger:
         self.sync = sync
         self.action = sync.action
         self.register = sync.register
+        self.executor_for = sync.executor_for
         self._running: set[asyncio.Future[Any]] = set()
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -207,6 +209,10 @@ class AsyncEffectLedger:
     ) -> ExportReport:
         """:meth:`EffectLedger.export`, awaitable."""
         return await self._call(self.sync.export, context, path, exporter_id=exporter_id)
+
+    async def ping(self) -> int:
+        """:meth:`EffectLedger.ping`, awaitable."""
+        return await self._call(self.sync.ping)
 
     async def close(self) -> None:
         """Wait for calls still running (cancelled callers included), then close the store."""

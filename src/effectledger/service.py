@@ -1,10 +1,10 @@
-"""The one entry point every caller uses: propose, decide, admit, dispatch, reconcile.
+"""The service beneath the public facade: propose, decide, admit, dispatch, reconcile.
 
-The Python API, function tools, agent frameworks, the MCP server and the HTTP API are thin
-layers over :class:`EffectService`, so the same scenario gives the same outcome and the same
-audit trail whichever caller carried it. Each call returns an ordered domain trace (request
-received, tenant accepted, reservation result, dispatch result, reconciliation) that tests
-compare across callers.
+:class:`~effectledger.app.EffectLedger` is built over :class:`EffectService`, and every caller
+(function tools, agent frameworks, the MCP server, the HTTP API) is built over that facade, so the
+same scenario gives the same outcome and the same audit trail whichever caller carried it. Each call
+returns an ordered domain trace (request received, tenant accepted, reservation result, dispatch
+result, reconciliation) that tests compare across callers.
 """
 
 from __future__ import annotations
@@ -28,72 +28,22 @@ from effectledger.model import (
     OperationState,
     validate_identifier,
 )
-from effectledger.outcomes import DenialReason, EffectOutcome
+from effectledger.outcomes import DenialReason, EffectOutcome, EffectResult, TraceStep
 from effectledger.recovery import RecoveryWorker
 
 __all__ = ["EffectResult", "EffectService", "TraceStep"]
 
 
-@dataclass(frozen=True, slots=True)
-class TraceStep:
-    """One step of the domain trace: what was attempted and how it came out."""
-
-    step: str
-    outcome: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EffectResult:
-    """The outcome of one request to perform an approved effect.
-
-    ``outcome`` is :class:`EffectOutcome` ``performed`` (dispatched now), ``replayed`` (already
-    admitted: its recorded state is reported), ``released`` (failed the dispatch-time recheck,
-    never sent) or ``denied`` (``reason`` holds the :class:`DenialReason`). ``state`` is the
-    operation's state when one exists; ``uncertain`` is true while the effect may or may not have
-    happened. Plain strings given for ``outcome`` and ``reason`` are turned into the enums.
-    """
-
-    outcome: EffectOutcome
-    operation_id: str | None
-    state: OperationState | None
-    reason: DenialReason | None
-    provider_reference: str | None
-    trace: tuple[TraceStep, ...]
-
-    def __post_init__(self) -> None:
-        # Strings are accepted so that every producer yields the enums, whatever it passed.
-        object.__setattr__(self, "outcome", EffectOutcome(self.outcome))
-        if self.reason is not None:
-            object.__setattr__(self, "reason", DenialReason(self.reason))
-
-    @property
-    def uncertain(self) -> bool:
-        """True while the destination's effect is not established either way."""
-        return self.state is not None and self.state.uncertain
-
-    @property
-    def denied(self) -> bool:
-        """True when authority did not cover the effect (nothing was admitted or sent)."""
-        return self.outcome is EffectOutcome.DENIED
-
-    def raise_for_denial(self) -> EffectResult:
-        """Raise :class:`AdmissionDenied` (with ``reason``) if denied; else return ``self``."""
-        if self.outcome is EffectOutcome.DENIED:
-            reason = self.reason or DenialReason.POLICY_DENIED
-            raise AdmissionDenied(f"the effect was denied: {reason.value}", reason=reason.value)
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (for tools, HTTP bodies and MCP results)."""
-        return {
-            "outcome": self.outcome.value,
-            "operation_id": self.operation_id,
-            "state": None if self.state is None else self.state.value,
-            "reason": None if self.reason is None else self.reason.value,
-            "provider_reference": self.provider_reference,
-            "uncertain": self.uncertain,
-            "trace": [[step.step, step.outcome] for step in self.trace],
-        }
+_REPLAY_TRACES = {
+    state: (
+        TraceStep("request", "received"),
+        TraceStep("tenant", "accepted"),
+        TraceStep("reservation", "replayed"),
+        TraceStep("dispatch", state.value),
+    )
+    for state in OperationState
+}
+"""The trace of an exact replay in each recorded state: the same steps every time, made once."""
 
 
 @dataclass(slots=True)
@@ -188,9 +138,14 @@ class EffectService:
             validate_identifier(approval_id, "approval_id")
         recorded = self.ledger.recorded_for_proposal(context, proposal_id, approval_id)
         if recorded is not None:  # the exact replay of a finished call: one read, nothing sent
-            trace.add("reservation", "replayed")
-            trace.add("dispatch", recorded.state.value)
-            return _result("replayed", recorded, trace)
+            return EffectResult(
+                outcome=EffectOutcome.REPLAYED,
+                operation_id=recorded.operation_id,
+                state=recorded.state,
+                reason=None,
+                provider_reference=recorded.provider_reference,
+                trace=_REPLAY_TRACES[recorded.state],
+            )
         try:
             admission = self.authority.admit_or_replay(
                 context,

@@ -68,12 +68,12 @@ def test_refund_story_through_the_facade(
     assert again.to_dict()["outcome"] == "replayed"
     assert receiver.counts().effects == 1
     assert count_rows(store_url, "attempts") == 1
-    usage = app.capacity(AGENT, "refunds")
+    usage = app.capacity(RITA, "refunds")  # the tenant's views are a reviewer's
     assert (usage.held, usage.committed) == (0, 30)
     assert app.status(AGENT, proposal).state is OperationState.SUCCEEDED
-    assert [op.operation_id for op in app.operations(AGENT)] == [proposal.operation_id]
-    assert app.events(AGENT, result)[-1].event_type == "ProviderAcceptanceConfirmed"
-    assert "SUCCEEDED" in app.explain(AGENT, proposal)[-1].text
+    assert [op.operation_id for op in app.operations(RITA)] == [proposal.operation_id]
+    assert app.events(RITA, result)[-1].event_type == "ProviderAcceptanceConfirmed"
+    assert "SUCCEEDED" in app.explain(RITA, proposal)[-1].text
 
 
 def test_string_ids_work_for_callers_without_records(
@@ -163,7 +163,7 @@ def test_manual_review_is_escalated_and_resolved_by_its_owner(
     assert (resolved.state, resolved.provider_reference) == (OperationState.SUCCEEDED, receipt)
     with pytest.raises(InvalidTransition):
         app.resolve(ops, proposal, Observation.accepted(receipt, "ops/ticket-1"))
-    assert app.capacity(AGENT, "refunds").committed == 30
+    assert app.capacity(RITA, "refunds").committed == 30
     assert receiver.counts().effects == 1
 
 
@@ -198,25 +198,70 @@ def test_capacity_limit_denies_what_would_overspend(
     app.approve(RITA, second)
     denied = app.perform(AGENT, second)
     assert denied.reason is DenialReason.CAPACITY_EXCEEDED
-    assert app.capacity(AGENT, "refunds").available == 10
+    assert app.capacity(RITA, "refunds").available == 10
     assert receiver.counts().effects == 1
 
 
 def test_other_tenants_see_nothing(app: EffectLedger, receiver: SimulatedReceiver) -> None:
-    """Every read and step of another tenant's operation is "not found"."""
+    """Every read and step of another tenant's operation is "not found", even for its auditor.
+
+    A perform is answered like any unknown proposal: a ``not_found`` denial, not an exception.
+    """
     refund = declare_refund(app, receiver)
     proposal = app.propose(AGENT, refund, **REFUND)
     app.approve(RITA, proposal)
     app.perform(AGENT, proposal)
-    stranger = Context(tenant_id="globex", actor_id="agent-7")
+    stranger = Context(tenant_id="globex", actor_id="agent-7", roles=frozenset({"auditor"}))
     for read in (app.status, app.operation, app.events, app.explain):
         with pytest.raises(NotFound):
             read(stranger, proposal.operation_id)
     with pytest.raises(NotFound):
-        app.perform(stranger, proposal.proposal_id)
+        app.proposal(stranger, proposal.proposal_id)
+    refused = app.perform(stranger, proposal.proposal_id)
+    assert (refused.outcome, refused.reason) == (EffectOutcome.DENIED, DenialReason.NOT_FOUND)
+    assert refused.operation_id is None
     with pytest.raises(NotFound):
         app.escalate(stranger, proposal.operation_id, reason="x")
     assert receiver.counts().effects == 1
+    assert count_rows(app.store.url, "operations") == 1
+
+
+def test_the_tenants_views_need_a_reviewers_role(
+    app: EffectLedger, receiver: SimulatedReceiver
+) -> None:
+    """Operations, trails, explanations and capacity need approver or auditor: not_permitted.
+
+    Everyone sees their own proposal and the state of their own operation; another actor's
+    proposal or operation reads as unknown unless the reader reviews (or owns its review).
+    """
+    refund = declare_refund(app, receiver)
+    proposal = app.propose(AGENT, refund, **REFUND)
+    app.approve(RITA, proposal)
+    app.perform(AGENT, proposal)
+    views = (
+        lambda who: app.operations(who),
+        lambda who: app.events(who, proposal),
+        lambda who: app.explain(who, proposal),
+        lambda who: app.capacity(who, "refunds"),
+    )
+    mallory = Context(tenant_id="acme", actor_id="mallory", roles=frozenset({"agent"}))
+    auditor = Context(tenant_id="acme", actor_id="ada", roles=frozenset({"auditor"}))
+    for view in views:
+        for refused in (AGENT, mallory):
+            with pytest.raises(NotPermitted) as raised:
+                view(refused)
+            assert raised.value.code == "not_permitted"
+            assert raised.value.details["needs"] == ["approver", "auditor"]
+        assert view(RITA) == view(auditor)
+    assert app.proposal(AGENT, proposal.proposal_id).digest == proposal.digest
+    assert app.operation(AGENT, proposal).operation_id == proposal.operation_id
+    assert app.status(AGENT, proposal).state is OperationState.SUCCEEDED
+    with pytest.raises(NotFound):
+        app.proposal(mallory, proposal.proposal_id)
+    with pytest.raises(NotFound):
+        app.operation(mallory, proposal)
+    assert app.operation(auditor, proposal).requester_id == "agent-7"
+    assert app.proposal(auditor, proposal.proposal_id).proposer_id == "agent-7"
 
 
 def test_lower_layer_actions_and_destinations_keep_working(
@@ -314,7 +359,7 @@ def test_connect_takes_the_url_from_the_environment_then_a_local_file(
     monkeypatch.setenv("EFFECTLEDGER_DB", store_url)
     with connect() as app:
         assert app.store.url == store_url
-        assert app.operations(AGENT) == []
+        assert app.operations(RITA) == []
     monkeypatch.delenv("EFFECTLEDGER_DB")
     monkeypatch.chdir(tmp_path)
     with connect() as app:

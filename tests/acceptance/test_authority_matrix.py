@@ -17,6 +17,7 @@ import pytest
 from effectledger import (
     Context,
     DestinationRef,
+    EffectLedger,
     InvalidInput,
     Ledger,
     LedgerSettings,
@@ -26,7 +27,6 @@ from effectledger import (
     SubmitMode,
     open_store,
 )
-from effectledger.actions import ActionRegistry
 from effectledger.authority import Approval, Proposal
 from effectledger.errors import ApprovalRefused
 from effectledger.examples.refunds import OrderBook, refund_action
@@ -42,13 +42,14 @@ REFUND_30 = {"order_id": "ord-1001", "amount_minor": 30, "currency": "EUR", "rea
 
 @dataclass
 class World:
-    """One scenario's fresh ledger, receiver, application state and service."""
+    """One scenario's fresh ledger, receiver, application state, facade and its service."""
 
     store_url: str
     clock: ManualClock
     ledger: Ledger
     receiver: SimulatedReceiver
     orders: OrderBook
+    app: EffectLedger
     service: EffectService
 
     def effects(self) -> int:
@@ -80,13 +81,9 @@ def build_world(
     receiver = SimulatedReceiver(tmp_path / "receiver.db", synchronous="NORMAL")
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
-    registry = ActionRegistry(
-        [refund_action(orders=orders, destination=destination, policy=policy)]
-    )
-    ledger = Ledger(open_store(store_url), clock=clock, settings=LedgerSettings())
-    return World(
-        store_url, clock, ledger, receiver, orders, EffectService(ledger, registry, [receiver])
-    )
+    app = EffectLedger(open_store(store_url), clock=clock, settings=LedgerSettings())
+    app.register(refund_action(orders=orders, destination=destination, policy=policy), receiver)
+    return World(store_url, clock, app.ledger, receiver, orders, app, app.service)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The caller paths the scenario table runs through: direct Python, function tools, MCP.
 
-Each path returns plain JSON. The MCP path talks to a real server on 127.0.0.1 through the
+Each is built from the same :class:`~effectledger.app.EffectLedger`, as a host builds it, and
+returns plain JSON. The MCP path talks to a real server on 127.0.0.1 through the
 SDK's own client (streamable HTTP, one authenticated session per caller identity) or to a
 server process over stdio; a blocking portal lets synchronous scenario code drive it.
 """
@@ -18,10 +19,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from effectledger import Context, EffectLedgerError
+from effectledger import Context, EffectLedger, EffectLedgerError
 from effectledger.callers.function_tools import FunctionTools
 from effectledger.callers.mcp_server import TokenIdentities, build_server, serve_http_in_thread
-from effectledger.service import EffectService
 from tests.callers.scenarios import AGENT, JSON, MALLORY, OUTSIDER
 
 TOKENS = {"token-agent-7": AGENT, "token-mallory": MALLORY, "token-outsider": OUTSIDER}
@@ -29,16 +29,16 @@ TOKEN_OF = {context: token for token, context in TOKENS.items()}
 
 
 class DirectCaller:
-    """The Python API: ``EffectService`` called in process."""
+    """The Python API: ``EffectLedger`` called in process."""
 
     name = "direct"
 
-    def __init__(self, service: EffectService) -> None:
-        self.service = service
+    def __init__(self, ledger: EffectLedger) -> None:
+        self.ledger = ledger
 
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON:
         try:
-            proposal = self.service.propose(context, "refund_order", arguments)
+            proposal = self.ledger.propose(context, "refund_order", arguments)
         except EffectLedgerError as exc:
             return {"error": exc.to_dict()}
         return {
@@ -49,10 +49,10 @@ class DirectCaller:
         }
 
     def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON:
-        return self.service.perform(context, proposal_id, approval_id=approval_id).to_dict()
+        return self.ledger.perform(context, proposal_id, approval=approval_id).to_dict()
 
     def status(self, context: Context, operation_id: str) -> JSON:
-        return {"outcome": "recorded", **self.service.status(context, operation_id).to_dict()}
+        return {"outcome": "recorded", **self.ledger.status(context, operation_id).to_dict()}
 
 
 def _ids(proposal_id: str, approval_id: str | None) -> dict[str, str]:
@@ -67,8 +67,8 @@ class ToolCaller:
 
     name = "tools"
 
-    def __init__(self, service: EffectService) -> None:
-        self.tools = FunctionTools(service)
+    def __init__(self, ledger: EffectLedger) -> None:
+        self.tools = FunctionTools(ledger)
 
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON:
         return self.tools.call(context, "propose_refund_order", json.dumps(arguments)).data
@@ -137,14 +137,13 @@ class MCPCaller:
 
 
 @contextmanager
-def mcp_over_http(service: EffectService) -> Iterator[MCPCaller]:
-    """An MCP server for ``service`` on a free port of 127.0.0.1, and a caller connected to it."""
+def mcp_over_http(ledger: EffectLedger) -> Iterator[MCPCaller]:
+    """An MCP server for ``ledger`` on a free port of 127.0.0.1, and a caller connected to it."""
     identities = TokenIdentities.from_tokens(TOKENS)
-    tools = FunctionTools(service)
     with ExitStack() as stack:
         url = stack.enter_context(
             serve_http_in_thread(
-                lambda url: build_server(tools, identities=identities, server_url=url)
+                lambda url: build_server(ledger, identities=identities, server_url=url)
             )
         )
         portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
@@ -153,14 +152,14 @@ def mcp_over_http(service: EffectService) -> Iterator[MCPCaller]:
 
 
 @contextmanager
-def caller_for(name: str, service: EffectService) -> Iterator[Any]:
-    """The caller path called ``name`` over ``service``."""
+def caller_for(name: str, ledger: EffectLedger) -> Iterator[Any]:
+    """The caller path called ``name`` over ``ledger``."""
     if name == "direct":
-        yield DirectCaller(service)
+        yield DirectCaller(ledger)
     elif name == "tools":
-        yield ToolCaller(service)
+        yield ToolCaller(ledger)
     elif name == "mcp":
-        with mcp_over_http(service) as caller:
+        with mcp_over_http(ledger) as caller:
             yield caller
     else:  # pragma: no cover
         raise AssertionError(name)

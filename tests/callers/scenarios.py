@@ -2,8 +2,9 @@
 
 A caller is the model's side only: it proposes and performs (and reads a status) through its
 own path (the Python service, the function tools, MCP) with the trusted context the host
-gives it. The reviewer's approval, the world changing (clock, order versions) and the recovery
-worker stay trusted code and go straight to the service, as they would in an application.
+gives it, each built on the same :class:`~effectledger.app.EffectLedger` (``World.app``). The
+reviewer's approval, the world changing (clock, order versions) and the recovery worker stay
+trusted code and go straight to the service beneath it, as they would in an application.
 
 Each scenario yields an :class:`Observed`: the results in caller-independent form (ids left
 out, error codes by family), the receiver's own counts, the held and committed units, whether
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 from effectledger import (
     Context,
     DestinationRef,
+    EffectLedger,
     Ledger,
     LedgerSettings,
     ManualClock,
@@ -31,7 +33,6 @@ from effectledger import (
     SubmitMode,
     open_store,
 )
-from effectledger.actions import ActionRegistry
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.service import EffectService
 from tests.conftest import count_rows
@@ -60,7 +61,7 @@ class Caller(Protocol):
 
 @dataclass
 class World:
-    """One scenario's fresh ledger, receiver, application state and service."""
+    """One scenario's fresh ledger, receiver, application state, facade and its service."""
 
     store_url: str
     directory: Path
@@ -68,6 +69,7 @@ class World:
     ledger: Ledger
     receiver: SimulatedReceiver
     orders: OrderBook
+    app: EffectLedger
     service: EffectService
 
     def close(self) -> None:
@@ -77,14 +79,13 @@ class World:
 
 
 def build_world(store_url: str, directory: Path, clock: ManualClock) -> World:
-    """A service over ``store_url`` and a receiver file in ``directory``, refunds registered."""
+    """A ledger over ``store_url`` and a receiver file in ``directory``, refunds declared."""
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
-    registry = ActionRegistry([refund_action(orders=orders, destination=destination)])
-    ledger = Ledger(open_store(store_url), clock=clock, settings=LedgerSettings())
-    service = EffectService(ledger, registry, [receiver])
-    return World(store_url, directory, clock, ledger, receiver, orders, service)
+    app = EffectLedger(open_store(store_url), clock=clock, settings=LedgerSettings())
+    app.register(refund_action(orders=orders, destination=destination), receiver)
+    return World(store_url, directory, clock, app.ledger, receiver, orders, app, app.service)
 
 
 @contextmanager

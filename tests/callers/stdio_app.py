@@ -1,6 +1,6 @@
-"""The application factory an ``effectledger mcp`` process loads in the tests (``--app``).
+"""The application an ``effectledger mcp`` process loads in the tests (``--app``).
 
-It builds the refund service over the store and receiver named by environment variables, with
+It builds the refund ledger over the store and receiver named by environment variables, with
 the wall clock, so the test process and the server process agree on time.
 """
 
@@ -9,24 +9,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from effectledger import DestinationRef, Ledger, LedgerSettings, SimulatedReceiver, open_store
-from effectledger.actions import ActionRegistry
+from effectledger import DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver, open_store
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.service import EffectService
 
 STORE_VARIABLE = "EFFECTLEDGER_MCP_TEST_STORE"
 RECEIVER_VARIABLE = "EFFECTLEDGER_MCP_TEST_RECEIVER"
 
 
-def build(store_url: str, receiver_path: Path) -> EffectService:
-    """The refund service over ``store_url`` and the receiver file at ``receiver_path``."""
+def build(store_url: str, receiver_path: Path) -> EffectLedger:
+    """The refund ledger over ``store_url`` and the receiver file at ``receiver_path``."""
     receiver = SimulatedReceiver(receiver_path, synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
-    registry = ActionRegistry([refund_action(orders=OrderBook(), destination=destination)])
-    ledger = Ledger(open_store(store_url), settings=LedgerSettings())
-    return EffectService(ledger, registry, [receiver])
+    ledger = EffectLedger(open_store(store_url), settings=LedgerSettings())
+    ledger.register(refund_action(orders=OrderBook(), destination=destination), receiver)
+    return ledger
 
 
-def service() -> EffectService:
+def service() -> EffectLedger:
     """The factory named by ``--app tests.callers.stdio_app:service``."""
     return build(os.environ[STORE_VARIABLE], Path(os.environ[RECEIVER_VARIABLE]))

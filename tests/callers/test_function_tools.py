@@ -28,8 +28,8 @@ from openai.types.responses.response_input_param import FunctionCallOutput
 from openai.types.shared_params import FunctionDefinition
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from effectledger import Context, InvalidInput, OperationState, SubmitMode
-from effectledger.actions import Action, ActionRegistry
+from effectledger import Context, InvalidInput, OperationState, SubmitMode, connect
+from effectledger.actions import Action
 from effectledger.callers.function_tools import (
     IDENTITY_FIELDS,
     MAX_ARGUMENTS_BYTES,
@@ -61,8 +61,8 @@ def world(store_url: str, tmp_path: Path) -> Iterator[World]:
 
 @pytest.fixture
 def tools(world: World) -> FunctionTools:
-    """The function tools of the world's service."""
-    return FunctionTools(world.service)
+    """The function tools of the world's ledger."""
+    return FunctionTools(world.app)
 
 
 def offline_tools(tmp_path: Path) -> FunctionTools:
@@ -72,7 +72,7 @@ def offline_tools(tmp_path: Path) -> FunctionTools:
 
     world = build_world(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path, ManualClock())
     world.close()
-    return FunctionTools(world.service)
+    return FunctionTools(world.app)
 
 
 def test_definitions_are_openai_chat_completions_tools(tmp_path: Path) -> None:
@@ -153,16 +153,16 @@ def test_an_action_declaring_identity_fields_gets_no_tool(world: World) -> None:
         target=lambda arguments: arguments.order_id,
         resource_version=lambda context, target: "v1",
     )
-    world.service.registry.register(action)
+    world.app.registry.register(action)
     with pytest.raises(InvalidInput, match="identity fields"):
-        FunctionTools(world.service)
+        FunctionTools(world.app)
 
 
 @pytest.mark.parametrize("name", ["refund.order", "refunds/v2", "r" * 60])
 def test_an_action_name_no_provider_accepts_gets_no_tool(world: World, name: str) -> None:
     """Tool names must suit every provider ([A-Za-z0-9_-], 64 at most): others are refused."""
-    original = world.service.registry.get("refund_order")
-    world.service.registry.register(
+    original = world.app.registry.get("refund_order")
+    world.app.registry.register(
         Action(
             name=name,
             contract_version="v1",
@@ -176,7 +176,7 @@ def test_an_action_name_no_provider_accepts_gets_no_tool(world: World, name: str
         )
     )
     with pytest.raises(InvalidInput, match="cannot be a tool name"):
-        FunctionTools(world.service)
+        FunctionTools(world.app)
 
 
 def test_an_unknown_tool_call_format_is_refused(tools: FunctionTools) -> None:
@@ -238,7 +238,7 @@ def test_perform_result_is_the_service_json(world: World, tools: FunctionTools) 
     ids = {"proposal_id": proposal["proposal_id"], "approval_id": approval_id}
     tools.call(AGENT, "perform_proposal", ids)
     via_tool = tools.call(AGENT, "perform_proposal", ids)
-    direct = world.service.perform(AGENT, proposal["proposal_id"], approval_id=approval_id)
+    direct = world.app.perform(AGENT, proposal["proposal_id"], approval=approval_id)
     assert via_tool.data == direct.to_dict()
     assert not via_tool.is_error
     assert via_tool.text.startswith(json.dumps(direct.to_dict(), separators=(",", ":")))
@@ -348,11 +348,35 @@ def test_another_tenants_ids_read_as_unknown(world: World, tools: FunctionTools)
     assert world.receiver.counts().effects == 1
 
 
+def test_replays_answer_the_json_of_their_own_result(world: World, tools: FunctionTools) -> None:
+    """Every replay answers its own result's JSON; a host editing one answer changes no other."""
+    proposal, approval_id = _approved(world, tools)
+    ids = json.dumps({"proposal_id": proposal["proposal_id"], "approval_id": approval_id})
+    assert tools.call(AGENT, "perform_proposal", ids).data["outcome"] == "performed"
+    first = tools.call(AGENT, "perform_proposal", ids)
+    first.data["state"] = "REJECTED"
+    first.data["trace"].append(["edited", "by the host"])
+    for _ in range(3):
+        again = tools.call(AGENT, "perform_proposal", ids)
+        direct = world.app.perform(AGENT, proposal["proposal_id"], approval=approval_id)
+        assert again.data == direct.to_dict()
+        assert again.data is not first.data
+        assert again.text == f"{json.dumps(again.data, separators=(',', ':'))}\n{again.guidance}"
+        assert (again.data["outcome"], again.data["state"]) == ("replayed", "SUCCEEDED")
+    for _ in range(2):  # a refused text is refused again, never remembered as good
+        refused = tools.call(AGENT, "perform_proposal", '{"proposal_id": "no such/../id!"}')
+        assert refused.data["error"]["code"] == "invalid_input"
+        invented = tools.call(AGENT, "perform_proposal", '{"proposal_id": "p", "amount": 1}')
+        assert invented.data["error"]["code"] == "tool_arguments_rejected"
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "attempts") == 1
+
+
 def test_importing_effectledger_does_not_import_the_sdks() -> None:
     """The tools, and the package, load without mcp, openai or anthropic being imported."""
     code = (
         "import sys, effectledger, effectledger.callers.function_tools, "
-        "effectledger.callers.mcp_cli\n"
+        "effectledger.cli, effectledger.cli.mcp\n"
         "loaded = [m for m in ('mcp', 'openai', 'anthropic') if m in sys.modules]\n"
         "assert not loaded, loaded"
     )
@@ -364,9 +388,9 @@ def test_importing_effectledger_does_not_import_the_sdks() -> None:
 
 def test_an_empty_registry_offers_only_the_operation_tools(tmp_path: Path) -> None:
     """An empty registry still offers the operation tools, and only them."""
-    tools = offline_tools(tmp_path)
-    tools.service.registry = ActionRegistry()
-    assert [d.name for d in FunctionTools(tools.service).definitions()] == [
+    with connect(f"sqlite:///{tmp_path / 'empty.db'}") as empty:
+        definitions = FunctionTools(empty).definitions()
+    assert [d.name for d in definitions] == [
         "perform_proposal",
         "operation_status",
     ]

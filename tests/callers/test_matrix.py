@@ -22,7 +22,7 @@ def test_scenario_through_caller(
     """The scenario leaves the expected results, receiver effects, units and trail."""
     with (
         fresh_world(store_url, tmp_path / caller) as world,
-        caller_for(caller, world.service) as path,
+        caller_for(caller, world.app) as path,
     ):
         observed = play(scenario, world, path)
     assert observed == scenario.expected

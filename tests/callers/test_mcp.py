@@ -24,9 +24,9 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from effectledger.callers.function_tools import FunctionTools
-from effectledger.callers.mcp_cli import main as mcp_main
-from effectledger.callers.mcp_cli import register
 from effectledger.callers.mcp_server import TokenIdentities, token_digest
+from effectledger.cli import build_parser
+from effectledger.cli import main as cli_main
 from tests.callers.paths import MCPCaller, http_client, mcp_over_http, result_json
 from tests.callers.scenarios import AGENT, MALLORY, REFUND_30, REVIEWER, World, fresh_world
 from tests.callers.stdio_app import RECEIVER_VARIABLE, STORE_VARIABLE, build
@@ -45,14 +45,14 @@ def world(store_url: str, tmp_path: Path) -> Iterator[World]:
 @pytest.fixture
 def mcp(world: World) -> Iterator[MCPCaller]:
     """An MCP server for the world on a free port of 127.0.0.1, and a connected caller."""
-    with mcp_over_http(world.service) as caller:
+    with mcp_over_http(world.app) as caller:
         yield caller
 
 
 def test_tools_over_mcp_are_the_function_tools(world: World, mcp: MCPCaller) -> None:
     """tools/list shows the function tools' names, schemas, descriptions and true annotations."""
     listed = mcp._portal.call(mcp.client(AGENT).list_tools).tools
-    definitions = FunctionTools(world.service).definitions()
+    definitions = FunctionTools(world.app).definitions()
     assert [tool.name for tool in listed] == [d.name for d in definitions]
     for tool, definition in zip(listed, definitions, strict=True):
         assert tool.input_schema == dict(definition.parameters)
@@ -178,7 +178,7 @@ def test_bad_arguments_over_mcp_write_nothing(world: World, mcp: MCPCaller) -> N
 def _stdio_server(world: World, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "effectledger.callers.mcp_cli", "--app", "tests.callers.stdio_app:service",
+        args=["-m", "effectledger.cli", "mcp", "--app", "tests.callers.stdio_app:service",
               *extra],
         env={
             STORE_VARIABLE: world.store_url,
@@ -214,7 +214,7 @@ def test_stdio_server_end_to_end(world: World) -> None:
     try:
         anyio.run(session)
     finally:
-        reviewer_side.ledger.store.close()
+        reviewer_side.close()
     assert results["forged"]["error"]["code"] == "tool_arguments_rejected"
     assert (results["first"]["outcome"], results["first"]["state"]) == ("performed", "SUCCEEDED")
     assert results["again"]["outcome"] == "replayed"
@@ -231,7 +231,7 @@ def test_four_stdio_server_processes_racing_make_one_effect(world: World) -> Non
         proposal = reviewer_side.propose(AGENT, "refund_order", REFUND_30)
         approval = reviewer_side.approve(REVIEWER, proposal.proposal_id, digest=proposal.digest)
     finally:
-        reviewer_side.ledger.store.close()
+        reviewer_side.close()
     ids = {"proposal_id": proposal.proposal_id, "approval_id": approval.approval_id}
     server = _stdio_server(world, "--tenant", "acme", "--actor", "agent-7", "--roles", "agent")
     outcomes: list[str] = []
@@ -262,13 +262,10 @@ def test_four_stdio_server_processes_racing_make_one_effect(world: World) -> Non
 
 
 def test_mcp_command_is_registered_with_help() -> None:
-    """register() adds an ``mcp`` command with help for every option and a run function."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="effectledger")
-    register(parser.add_subparsers(dest="command"))
+    """The ``mcp`` command has help for every option and a handler that serves."""
+    parser = build_parser()
     args = parser.parse_args(["mcp", "--app", "pkg:make", "--transport", "streamable-http"])
-    assert args.run.__name__ == "run"
+    assert args.handler.__module__ == "effectledger.cli.mcp"
     assert (args.host, args.port, args.path) == ("127.0.0.1", 8000, "/mcp")
     mcp_parser = parser._subparsers._group_actions[0].choices["mcp"]  # type: ignore[union-attr]
     for action in mcp_parser._actions:
@@ -289,7 +286,7 @@ def test_mcp_command_refuses_to_start_without_identity(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The command will not serve without a source of identity, or without an application."""
-    assert mcp_main(argv) == 1
+    assert cli_main(["mcp", *argv]) == 1
     err = capsys.readouterr().err
     assert "error [invalid_input]" in err
     assert message in err
@@ -318,7 +315,7 @@ def test_mcp_command_serves_streamable_http(world: World, tmp_path: Path) -> Non
     }
     log = (tmp_path / "server.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "effectledger.callers.mcp_cli", "--app",
+        [sys.executable, "-m", "effectledger.cli", "mcp", "--app",
          "tests.callers.stdio_app:service", "--transport", "streamable-http", "--port",
          str(port), "--tokens", str(tokens)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,

@@ -29,7 +29,7 @@ IDENTITIES = {
 
 @dataclass
 class HttpWorld:
-    """A fresh world with a server in front of its service and one key per identity."""
+    """A fresh world with a server in front of its ledger and one key per identity."""
 
     world: World
     keys: ApiKeys
@@ -76,7 +76,7 @@ def http_world(
     }
     try:
         with (
-            serving(create_app(world.service, keys, **app_options)) as base,
+            serving(create_app(world.app, keys, **app_options)) as base,
             httpx.Client(base_url=base, timeout=30) as client,
         ):
             yield HttpWorld(world, keys, tokens, client)

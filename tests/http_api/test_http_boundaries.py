@@ -12,9 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+from effectledger import Context, NotPermitted
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.conftest import drop_postgres_schema, postgres_schema
-from tests.http_api.conftest import HttpWorld
+from tests.http_api.conftest import IDENTITIES, HttpWorld
 
 PROPOSE = {"action": "refund_order", "arguments": REFUND_30}
 
@@ -226,7 +227,10 @@ def test_another_tenants_ids_read_as_unknown(api: HttpWorld) -> None:
 
 
 def test_tenant_views_need_a_reviewer_role(api: HttpWorld) -> None:
-    """An agent key reads its own proposal and status, not others' or the tenant's views."""
+    """An agent key reads its own proposal and status, not others' or the tenant's views.
+
+    The rule is the ledger's: the Python API refuses the same views with the same code.
+    """
     proposal, approval = approved(api)
     api.post("agent", f"/v1/proposals/{proposal['proposal_id']}/perform", {"approval_id": approval})
     operation = proposal["operation_id"]
@@ -237,7 +241,20 @@ def test_tenant_views_need_a_reviewer_role(api: HttpWorld) -> None:
         f"/v1/operations/{operation}/explanation",
         "/v1/capacity/refunds",
     ):
-        error_of(api.get("agent", path), 403, "not_permitted")
+        refused = error_of(api.get("agent", path), 403, "not_permitted")
+        assert refused["details"]["needs"] == ["approver", "auditor"]
+    tenant, actor, roles = IDENTITIES["agent"]
+    agent = Context(tenant_id=tenant, actor_id=actor, roles=frozenset(roles))
+    app = api.world.app
+    for view in (
+        lambda: app.operations(agent),
+        lambda: app.events(agent, operation),
+        lambda: app.explain(agent, operation),
+        lambda: app.capacity(agent, "refunds"),
+    ):
+        with pytest.raises(NotPermitted) as raised:
+            view()
+        assert raised.value.to_dict()["details"] == refused["details"]
     error_of(api.get("mallory", f"/v1/operations/{operation}"), 404, "not_found")
     error_of(api.get("mallory", f"/v1/proposals/{proposal['proposal_id']}"), 404, "not_found")
     assert api.get("agent", f"/v1/proposals/{proposal['proposal_id']}").status_code == 200

@@ -120,7 +120,7 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
             "serve",
             "--db",
             store_url,
-            "--service",
+            "--app",
             "tests.http_api.apps:refund_service",
             "--host",
             "127.0.0.1",
@@ -165,7 +165,10 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
 
 
 def test_serve_refuses_a_service_it_cannot_load(tmp_path: Path) -> None:
-    """``serve`` with a factory that does not exist exits 1 with invalid_input, serving nothing."""
+    """``serve`` with a factory that does not exist exits 1 with invalid_input, serving nothing.
+
+    The older spelling ``--service`` names the factory as ``--app`` does.
+    """
     for spec in ("no_such_module:build", "tests.http_api.apps", "tests.http_api.apps:nothing"):
         done = cli("serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--service", spec)
         assert done.returncode == 1, done.stderr

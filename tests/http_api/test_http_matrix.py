@@ -45,14 +45,14 @@ class Caller(Protocol):
 
 
 class Direct:
-    """The Python API: the service called in-process with the trusted context."""
+    """The Python API: the ledger's facade called in-process with the trusted context."""
 
     def __init__(self, world: World) -> None:
         self.world = world
 
     def propose(self, who: str, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            proposal = self.world.service.propose(CONTEXTS[who], "refund_order", arguments)
+            proposal = self.world.app.propose(CONTEXTS[who], "refund_order", arguments)
         except EffectLedgerError as exc:
             return {"error": exc.code}
         return {
@@ -62,18 +62,18 @@ class Direct:
         }
 
     def approve(self, who: str, proposal_id: str, digest: str) -> str:
-        return self.world.service.approve(CONTEXTS[who], proposal_id, digest=digest).approval_id
+        return self.world.app.approve(CONTEXTS[who], proposal_id, digest=digest).approval_id
 
     def perform(
         self, who: str, proposal_id: str, approval_id: str | None, tenant_id: str | None = None
     ) -> dict[str, Any]:
-        result = self.world.service.perform(
-            CONTEXTS[who], proposal_id, approval_id=approval_id, tenant_id=tenant_id
+        result = self.world.app.perform(
+            CONTEXTS[who], proposal_id, approval=approval_id, tenant_id=tenant_id
         )
         return result.to_dict()
 
     def status(self, who: str, operation_id: str) -> dict[str, Any]:
-        return self.world.ledger.status(CONTEXTS[who], operation_id).to_dict()
+        return self.world.app.status(CONTEXTS[who], operation_id).to_dict()
 
 
 class Http:

@@ -1,1 +1,1 @@
-"""Thin callers of the service: the dispatch tool, function tools for any model, an MCP server."""
+"""Thin callers of the public API (EffectLedger): dispatch tool, function tools, MCP, HTTP API."""

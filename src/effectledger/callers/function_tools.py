@@ -9,26 +9,26 @@ them in each provider's tool format.
 A host answers a model's tool call with one call: :meth:`FunctionTools.call` (a name and the
 raw arguments) or :meth:`FunctionTools.answer` (the provider's tool-call object, answered in
 the same provider's format). The trusted :class:`~effectledger.model.Context` always comes from
-the host, never from the arguments. The result's ``data`` is the JSON of the service's result;
+the host, never from the arguments. The result's ``data`` is the JSON of the API's result;
 its ``guidance`` tells the model what it may say to the user, and an uncertain outcome is never
 worded as done or failed. Arguments the model invents are refused with
 :class:`~effectledger.errors.ToolArgumentsRejected` before anything is written.
 
-The tools depend only on :class:`ToolService`, the few service methods they call, so any object
-with those methods (:class:`~effectledger.service.EffectService` today) can stand behind them.
+The tools are built on the public API: ``FunctionTools(ledger)`` over the
+:class:`~effectledger.app.EffectLedger` that ``effectledger.connect`` returns, calling its
+``propose``, ``perform`` and ``status`` and nothing beneath them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 import pydantic_core
 
-from effectledger.actions import ActionRegistry
-from effectledger.authority import Correlation, Proposal
+from effectledger.app import EffectLedger
 from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
 from effectledger.callers.tool_definitions import (
     IDENTITY_FIELDS,
@@ -42,8 +42,9 @@ from effectledger.callers.tool_definitions import (
     openai_responses_tools,
 )
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound, ToolArgumentsRejected
-from effectledger.model import Context, DispatchResult
-from effectledger.service import EffectResult
+from effectledger.model import Context, DispatchResult, OperationState
+from effectledger.outcomes import EffectOutcome, EffectResult, TraceStep
+from effectledger.proposals import Correlation, Proposal
 
 __all__ = [
     "IDENTITY_FIELDS",
@@ -54,7 +55,6 @@ __all__ = [
     "FunctionTools",
     "ToolDefinition",
     "ToolResult",
-    "ToolService",
     "anthropic_tools",
     "openai_chat_tools",
     "openai_responses_tools",
@@ -63,52 +63,38 @@ __all__ = [
 MAX_ARGUMENTS_BYTES = 64 * 1024
 """Raw argument text longer than this is refused before it is parsed."""
 
+_REPLAYS_KEPT = 1024
+"""How many replayed answers a ``FunctionTools`` keeps serialized (then it starts afresh)."""
 
-class ToolService(Protocol):
-    """The service methods the tools call; :class:`~effectledger.service.EffectService` has them.
+_ReplayKey = tuple[str | None, OperationState | None, str | None, str | None]
 
-    The tools pass ids through as the model sent them: an implementation must refuse an id of
-    the wrong shape or type with :class:`~effectledger.errors.InvalidInput` before it reads or
-    writes anything (the tests of the tools check that it does).
-    """
-
-    registry: ActionRegistry
-
-    def propose(
-        self,
-        context: Context,
-        action: str,
-        arguments: Mapping[str, Any],
-        *,
-        correlation: Correlation | None = None,
-    ) -> Proposal: ...
-
-    def perform(
-        self, context: Context, proposal_id: str, *, approval_id: str | None = None
-    ) -> EffectResult: ...
-
-    def status(self, context: Context, operation_id: str) -> DispatchResult: ...
+_IDS_KEPT_UP_TO = 1024
+"""An operation tool's argument text up to this many characters is kept with its checked ids."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
-    """What a tool call produced: the service's JSON, what to tell the user, and an error flag.
+    """What a tool call produced: the API's JSON, what to tell the user, and an error flag.
 
     ``data`` is the JSON of the API's result (``EffectResult.to_dict()`` for ``perform_proposal``)
-    or ``{"error": {"code", "message", "details"}}``. ``text`` is what the model reads.
+    or ``{"error": {"code", "message", "details"}}``. ``text`` is what the model reads: the
+    JSON of ``data``, then one line telling the model what it may say to the user. It is
+    serialized once, when the result is made, unless the maker passes the same text it already
+    serialized for an equal result.
     """
 
     tool: str
     data: dict[str, Any]
     guidance: str
     is_error: bool
+    text: str = field(default="", repr=False, compare=False)
 
-    @property
-    def text(self) -> str:
-        """The JSON result, then one line telling the model what it may say to the user."""
-        # pydantic-core's encoder (already a dependency) is several times faster than json's,
-        # which matters on the replay path where the ledger read itself takes microseconds.
-        return f"{pydantic_core.to_json(self.data).decode()}\n{self.guidance}"
+    def __post_init__(self) -> None:
+        if not self.text:
+            # pydantic-core's encoder (already a dependency) is several times faster than
+            # json's, which matters on the replay path where the ledger read takes microseconds.
+            text = f"{pydantic_core.to_json(self.data).decode()}\n{self.guidance}"
+            object.__setattr__(self, "text", text)
 
     def openai_chat_message(self, tool_call_id: str) -> dict[str, Any]:
         """The Chat Completions ``tool`` message answering ``tool_call_id``."""
@@ -145,6 +131,18 @@ def _refuse_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
 
 
+def _colons(arguments: str | bytes) -> int:
+    """How many colons the text holds: the fast parse is taken only when it equals the keys.
+
+    pydantic-core's parser keeps the last of repeated keys silently. Every key in JSON text is
+    followed by a colon, so when the text holds exactly as many colons as the parsed object has
+    keys, no key repeats and no nested object holds a key: that parse is the exact one. Anything
+    else (colons inside strings, nested objects, text it refuses) goes to the exact parser,
+    which names the problem.
+    """
+    return arguments.count(b":") if isinstance(arguments, bytes) else arguments.count(":")
+
+
 def parse_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
     """The model's arguments as an object: JSON text (OpenAI) or an already parsed mapping.
 
@@ -154,6 +152,12 @@ def parse_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[s
     if isinstance(arguments, str | bytes):
         if len(arguments) > MAX_ARGUMENTS_BYTES:
             raise InvalidInput(f"tool arguments exceed {MAX_ARGUMENTS_BYTES} bytes")
+        try:  # the common case, proven equal to the exact parse (see _colons)
+            quick = pydantic_core.from_json(arguments, allow_inf_nan=False)
+            if type(quick) is dict and _colons(arguments) == len(quick):
+                return quick
+        except ValueError:
+            pass
         try:
             text = arguments.decode() if isinstance(arguments, bytes) else arguments
             parsed = _DECODER.decode(text) if text.strip() else {}
@@ -183,10 +187,10 @@ def _only(definition: ToolDefinition, arguments: dict[str, Any]) -> None:
         )
 
 
-def _text_id(value: object, field: str) -> str:
-    # The type is checked here; the service checks the shape before it reads anything.
+def _text_id(value: object, name: str) -> str:
+    # The type is checked here; the ledger checks the shape before it reads anything.
     if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string id", field=field)
+        raise InvalidInput(f"{name} must be a string id", field=name)
     return value
 
 
@@ -214,11 +218,19 @@ def _field(item: Any, name: str) -> Any:
 
 
 class FunctionTools:
-    """The tools of one service's registered actions, and the host's dispatch of a tool call."""
+    """The tools of one ledger's declared actions, and the host's dispatch of a tool call.
 
-    def __init__(self, service: ToolService) -> None:
-        self.service = service
-        self._definitions = {d.name: d for d in definitions_for(service.registry)}
+    Built from the :class:`~effectledger.app.EffectLedger` (``FunctionTools(ledger)``) once its
+    actions are declared: the tool list is read from its registry when the tools are made.
+    """
+
+    def __init__(self, ledger: EffectLedger) -> None:
+        self.ledger = ledger
+        self._definitions = {d.name: d for d in definitions_for(ledger.registry)}
+        # A replay's answer is the same text every time: kept per operation, state and trace.
+        self._replays: dict[_ReplayKey, tuple[tuple[TraceStep, ...], str, str]] = {}
+        # An operation tool's ids are the same for the same text: kept once parsed and checked.
+        self._ids: dict[tuple[str, str | bytes], dict[str, Any]] = {}
 
     def definitions(self) -> list[ToolDefinition]:
         """Every tool: one ``propose_<action>`` per action, then the operation tools."""
@@ -242,10 +254,9 @@ class FunctionTools:
             definition = self._definitions.get(name) if isinstance(name, str) else None
             if definition is None:
                 raise NotFound(f"no tool {str(name)[:64]!r}", tool=str(name)[:64])
-            parsed = parse_arguments(arguments)
-            _only(definition, parsed)
+            parsed = self._checked(definition, arguments)
             if definition.action is not None:
-                proposal = self.service.propose(
+                proposal = self.ledger.propose(
                     context, definition.action, parsed, correlation=correlation
                 )
                 return ToolResult(
@@ -255,22 +266,15 @@ class FunctionTools:
                     is_error=False,
                 )
             if name == PERFORM_TOOL:
-                # The service refuses ids of the wrong shape or type (InvalidInput) first.
+                # The ledger refuses ids of the wrong shape (InvalidInput) before it reads.
+                proposal_id = _text_id(parsed.get("proposal_id"), "proposal_id")
                 approval_id = parsed.get("approval_id")
-                result = self.service.perform(
-                    context,
-                    _text_id(parsed.get("proposal_id"), "proposal_id"),
-                    approval_id=None
-                    if approval_id is None
-                    else _text_id(approval_id, "approval_id"),
+                if approval_id is not None:
+                    _text_id(approval_id, "approval_id")
+                return self._performed(
+                    self.ledger.perform(context, proposal_id, approval=approval_id)
                 )
-                return ToolResult(
-                    tool=name,
-                    data=result.to_dict(),
-                    guidance=result_guidance(result.outcome, result.state, result.reason),
-                    is_error=result.outcome == "denied",
-                )
-            status = self.service.status(
+            status = self.ledger.status(
                 context, _text_id(parsed.get("operation_id"), "operation_id")
             )
             return ToolResult(
@@ -286,6 +290,67 @@ class FunctionTools:
                 guidance=error_guidance(exc, performing=name == PERFORM_TOOL),
                 is_error=True,
             )
+
+    def _performed(self, result: EffectResult) -> ToolResult:
+        """The answer to a perform; an exact replay reuses the text serialized the first time.
+
+        The text is a function of the result's fields: a replay (no reason) with the same
+        operation, state, provider reference and trace has the same text, so it is not
+        serialized again. ``data`` is always the result's own fresh ``to_dict()``.
+        """
+        data = result.to_dict()
+        if result.outcome is not EffectOutcome.REPLAYED:
+            return ToolResult(
+                tool=PERFORM_TOOL,
+                data=data,
+                guidance=result_guidance(result.outcome, result.state, result.reason),
+                is_error=result.outcome is EffectOutcome.DENIED,
+            )
+        key = (result.operation_id, result.state, result.reason, result.provider_reference)
+        known = self._replays.get(key)
+        if known is not None and (known[0] is result.trace or known[0] == result.trace):
+            return ToolResult(
+                tool=PERFORM_TOOL, data=data, guidance=known[1], is_error=False, text=known[2]
+            )
+        answer = ToolResult(
+            tool=PERFORM_TOOL,
+            data=data,
+            guidance=result_guidance(result.outcome, result.state, result.reason),
+            is_error=False,
+        )
+        if len(self._replays) >= _REPLAYS_KEPT:
+            self._replays.clear()
+        self._replays[key] = (result.trace, answer.guidance, answer.text)
+        return answer
+
+    def _checked(
+        self, definition: ToolDefinition, arguments: str | bytes | Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """The arguments parsed and held to the tool's parameters (refused otherwise).
+
+        An operation tool's arguments are ids only: the same text always parses to the same
+        strings and passes the same check, so short texts are kept with their result and the
+        repeat of a call (a replay) is not parsed again. The ids' shape is still checked by the
+        ledger on every call; a propose tool's arguments are always parsed afresh.
+        """
+        if (
+            definition.action is not None
+            or not isinstance(arguments, str | bytes)
+            or len(arguments) > _IDS_KEPT_UP_TO
+        ):
+            parsed = parse_arguments(arguments)
+            _only(definition, parsed)
+            return parsed
+        key = (definition.name, arguments)
+        known = self._ids.get(key)
+        if known is None:
+            known = parse_arguments(arguments)
+            _only(definition, known)
+            if all(type(value) is str for value in known.values()):
+                if len(self._ids) >= _REPLAYS_KEPT:
+                    self._ids.clear()
+                self._ids[key] = known
+        return known
 
     def answer(self, context: Context, tool_call: Any) -> dict[str, Any]:
         """Answer a provider's tool call object (or its dict) in the same provider's format.

@@ -1,16 +1,21 @@
 """The HTTP API: propose, approve, deny, perform and read, over FastAPI, authenticated by API key.
 
-Build it with :func:`create_app` (tests and ``effectledger serve`` build it the same way) and run
-it with any ASGI server. Every request to ``/v1`` carries ``Authorization: Bearer <API key>``; the
-key alone says who the caller is (tenant, actor, roles), and nothing in a body or URL can change
-that. Every error, from a refused credential to an unknown route, has one JSON shape
-``{"code", "message", "details"}`` with a stable ``code`` and the status of the error tree in
+Build it from the application's :class:`~effectledger.app.EffectLedger` with ``create_app(ledger,
+ApiKeys(ledger.store))`` (tests and ``effectledger serve`` build it the same way) and run it with
+any ASGI server. Every route calls one method of the ledger and nothing beneath it, so an HTTP
+caller gets the same rules as a Python caller: the tenant's wider views (operations, trails,
+explanations, capacity, another actor's proposal) need the ``approver`` or ``auditor`` role
+(:mod:`effectledger.access`). Every request to ``/v1`` carries ``Authorization: Bearer <API key>``;
+the key alone says who the caller is (tenant, actor, roles), and nothing in a body or URL can change
+that. Every error, from a refused credential to an unknown route, has one JSON shape ``{"code",
+"message", "details"}`` with a stable ``code`` and the status of the error tree in
 :mod:`effectledger.errors`. A body over the limit is refused from its headers (or as soon as its
 stream passes the limit) before anything parses it.
 
 ``POST /v1/proposals/{id}/perform`` is idempotent: repeating it returns the recorded result
 (``replayed``) and sends nothing. A denial is ``403 admission_denied`` (``404 not_found`` for an
-unknown or another tenant's proposal) carrying the service's result in ``details.result``.
+unknown or another tenant's proposal) carrying the ledger's result in ``details.result``.
+Without an ``approval_id`` the decision recorded on the proposal is used, as in Python.
 
 This module imports FastAPI; ``import effectledger`` does not import it (``pip install
 'effectledger[server]'``).
@@ -24,8 +29,7 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from effectledger.audit.explain import explain
-from effectledger.authority import Correlation
+from effectledger.app import EffectLedger
 from effectledger.callers.api_keys import ApiKeys
 from effectledger.callers.http_errors import (
     HTTP_ONLY_CODES,
@@ -55,10 +59,10 @@ from effectledger.callers.http_models import (
     proposal_json,
     sentence_json,
 )
-from effectledger.callers.http_service import EffectAPI, ServiceAPI
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model import Context
-from effectledger.service import EffectService
+from effectledger.outcomes import DenialReason, EffectOutcome
+from effectledger.proposals import Correlation
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -92,18 +96,19 @@ Caller = Annotated[Context, Depends(authenticated)]
 
 
 def create_app(
-    service: EffectService | EffectAPI,
+    ledger: EffectLedger,
     keys: ApiKeys,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "effectledger",
 ) -> BodyLimit:
-    """The ASGI application of the HTTP API over ``service``, authenticating with ``keys``.
+    """The ASGI application of the HTTP API over ``ledger``, authenticating with ``keys``.
 
-    ``service`` is an :class:`EffectService` or any :class:`EffectAPI`. Returns the application
-    wrapped in the body-size limit (the FastAPI application is its ``.app``).
+    Returns the application wrapped in the body-size limit (the FastAPI application is its
+    ``.app``). The ledger and the keys stay the caller's to close.
     """
-    api: EffectAPI = ServiceAPI(service) if isinstance(service, EffectService) else service
+    if not isinstance(ledger, EffectLedger):
+        raise InvalidInput("create_app needs the EffectLedger that effectledger.connect returns")
     if not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise InvalidInput("max_body_bytes must be a positive integer", field="max_body_bytes")
     app = FastAPI(
@@ -123,7 +128,7 @@ def create_app(
 
     def _ready() -> JSONResponse:
         try:
-            version = api.ping()
+            version = ledger.ping()
         except StorageError as exc:
             return error_response(
                 503,
@@ -153,7 +158,7 @@ def create_app(
         correlation = (
             None if body.correlation is None else Correlation(**body.correlation.model_dump())
         )
-        proposal = api.propose(
+        proposal = ledger.propose(
             context,
             body.action,
             body.arguments,
@@ -170,7 +175,7 @@ def create_app(
         summary="A proposal as the approver is shown it",
     )
     def get_proposal(context: Caller, proposal_id: PathId) -> JSONResponse:
-        return JSONResponse(proposal_json(api.proposal(context, proposal_id)))
+        return JSONResponse(proposal_json(ledger.proposal(context, proposal_id)))
 
     @app.post(
         "/v1/proposals/{proposal_id}/approve",
@@ -181,7 +186,9 @@ def create_app(
         summary="Approve exactly the proposal with this digest",
     )
     def approve(context: Caller, proposal_id: PathId, body: ApproveRequest) -> JSONResponse:
-        approval = api.approve(context, proposal_id, digest=body.digest, expires_in=body.expires_in)
+        approval = ledger.approve(
+            context, proposal_id, digest=body.digest, expires_in=body.expires_in
+        )
         return JSONResponse(approval_json(approval), status_code=201)
 
     @app.post(
@@ -193,7 +200,7 @@ def create_app(
         summary="Deny the proposal with this digest (final)",
     )
     def deny(context: Caller, proposal_id: PathId, body: DenyRequest) -> JSONResponse:
-        decision = api.deny(context, proposal_id, digest=body.digest, reason=body.reason)
+        decision = ledger.deny(context, proposal_id, digest=body.digest, reason=body.reason)
         return JSONResponse(approval_json(decision), status_code=201)
 
     @app.post(
@@ -204,12 +211,12 @@ def create_app(
         summary="Admit and perform once; a repeat returns the recorded result",
     )
     def perform(context: Caller, proposal_id: PathId, body: PerformRequest) -> JSONResponse:
-        result = api.perform(
-            context, proposal_id, approval_id=body.approval_id, tenant_id=body.tenant_id
+        result = ledger.perform(
+            context, proposal_id, approval=body.approval_id, tenant_id=body.tenant_id
         )
-        if result.outcome != "denied":
+        if result.outcome is not EffectOutcome.DENIED:
             return JSONResponse(result.to_dict())
-        if result.reason == "not_found":
+        if result.reason is DenialReason.NOT_FOUND:
             return error_response(404, "not_found", "no such proposal", result=result.to_dict())
         return error_response(
             403,
@@ -229,7 +236,7 @@ def create_app(
     def operations(
         context: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> JSONResponse:
-        return JSONResponse([operation_json(op) for op in api.operations(context, limit=limit)])
+        return JSONResponse([operation_json(op) for op in ledger.operations(context, limit=limit)])
 
     @app.get(
         "/v1/operations/{operation_id}",
@@ -239,7 +246,7 @@ def create_app(
         summary="The recorded state of the caller's own operation",
     )
     def status(context: Caller, operation_id: PathId) -> JSONResponse:
-        return JSONResponse(api.status(context, operation_id).to_dict())
+        return JSONResponse(ledger.status(context, operation_id).to_dict())
 
     @app.get(
         "/v1/operations/{operation_id}/events",
@@ -249,7 +256,7 @@ def create_app(
         summary="The operation's hash-linked audit trail (approver or auditor)",
     )
     def events(context: Caller, operation_id: PathId) -> JSONResponse:
-        return JSONResponse([event_json(e) for e in api.events(context, operation_id)])
+        return JSONResponse([event_json(e) for e in ledger.events(context, operation_id)])
 
     @app.get(
         "/v1/operations/{operation_id}/explanation",
@@ -259,7 +266,7 @@ def create_app(
         summary="A plain-language account, every sentence citing its event (approver or auditor)",
     )
     def explanation(context: Caller, operation_id: PathId) -> JSONResponse:
-        sentences = explain(api.events(context, operation_id))
+        sentences = ledger.explain(context, operation_id)
         return JSONResponse(
             {"operation_id": operation_id, "sentences": [sentence_json(s) for s in sentences]}
         )
@@ -272,6 +279,6 @@ def create_app(
         summary="Held, committed and freed units of a pool (approver or auditor)",
     )
     def capacity(context: Caller, pool: PathId) -> JSONResponse:
-        return JSONResponse(capacity_json(api.capacity(context, pool)))
+        return JSONResponse(capacity_json(ledger.capacity(context, pool)))
 
     return BodyLimit(app, max_body_bytes)

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from effectledger.audit.explain import Sentence
-from effectledger.authority import Approval, CapacityUsage, Proposal
 from effectledger.model import AuditEvent, Operation
+from effectledger.proposals import Approval, CapacityUsage, Proposal
 
 __all__ = [
     "ID_PATTERN",

@@ -1,5 +1,8 @@
 """The function tools as an MCP server, built on the official ``mcp`` SDK's ``MCPServer``.
 
+A host builds it from its :class:`~effectledger.app.EffectLedger`: ``build_server(ledger,
+identities=...)`` for streamable HTTP, ``build_server(ledger, context=...)`` for stdio, or runs
+it with :func:`serve_stdio` and :func:`serve_streamable_http` (what ``effectledger mcp`` calls).
 The server lists exactly the tools of :class:`~effectledger.callers.function_tools.FunctionTools`
 (same names, schemas and descriptions), with annotations that tell the truth: the propose tools
 only record, ``perform_proposal`` may change the world but repeating it adds nothing, and
@@ -39,12 +42,21 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AnyHttpUrl, ConfigDict
 
-from effectledger.authority import Correlation
+from effectledger.app import EffectLedger
 from effectledger.callers.function_tools import FunctionTools, ToolDefinition, ToolResult
 from effectledger.errors import EffectLedgerError, InvalidInput, NotPermitted
 from effectledger.model import Context
+from effectledger.proposals import Correlation
 
-__all__ = ["SERVER_NAME", "TokenIdentities", "build_server", "serve_http_in_thread", "token_digest"]
+__all__ = [
+    "SERVER_NAME",
+    "TokenIdentities",
+    "build_server",
+    "serve_http_in_thread",
+    "serve_stdio",
+    "serve_streamable_http",
+    "token_digest",
+]
 
 SERVER_NAME = "effectledger"
 _CLAIM = "effectledger_context"
@@ -192,14 +204,14 @@ def _tool(tools: FunctionTools, definition: ToolDefinition, context: Context | N
 
 
 def build_server(
-    tools: FunctionTools,
+    ledger: EffectLedger,
     *,
     identities: TokenIdentities | None = None,
     context: Context | None = None,
     server_url: str = "http://127.0.0.1:8000/mcp",
     instructions: str | None = None,
 ) -> MCPServer[Any]:
-    """An ``MCPServer`` exposing ``tools``; pass exactly one source of identity.
+    """An ``MCPServer`` exposing the ledger's function tools; pass exactly one source of identity.
 
     ``identities`` (for streamable HTTP): every request must carry a bearer token they know.
     ``context`` (for stdio): the launching host's context, used for every call. ``server_url``
@@ -215,6 +227,7 @@ def build_server(
             # The verifier's tokens are issued for this server only; it checks them itself.
             validate_token_resource=False,
         )
+    tools = FunctionTools(ledger)
     registered: Iterable[Tool] = [_tool(tools, d, context) for d in tools.definitions()]
     return MCPServer(
         SERVER_NAME,
@@ -229,6 +242,29 @@ def build_server(
         tools=list(registered),
         log_level="WARNING",
     )
+
+
+def serve_stdio(ledger: EffectLedger, context: Context) -> None:
+    """Serve the ledger's tools over stdio, acting for ``context``, until the host closes it."""
+    build_server(ledger, context=context).run(transport="stdio")
+
+
+def serve_streamable_http(
+    ledger: EffectLedger,
+    identities: TokenIdentities,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    public_url: str | None = None,
+) -> None:
+    """Serve the ledger's tools over streamable HTTP to bearer-token holders until interrupted.
+
+    ``public_url`` is the endpoint's URL as clients reach it (default ``http://HOST:PORT/PATH``).
+    """
+    url = public_url or f"http://{host}:{port}{path}"
+    server = build_server(ledger, identities=identities, server_url=url)
+    server.run(transport="streamable-http", host=host, port=port, streamable_http_path=path)
 
 
 @contextlib.contextmanager

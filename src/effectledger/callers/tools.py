@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from effectledger.app import EffectLedger
 from effectledger.errors import ToolArgumentsRejected
 from effectledger.executor import Executor
 from effectledger.model import Context, DispatchResult
 from effectledger.model import validate_identifier as _validate
-from effectledger.service import EffectService
 
 __all__ = ["DispatchTool"]
 
@@ -40,11 +40,11 @@ class DispatchTool:
 
     @classmethod
     def for_operation(
-        cls, service: EffectService, context: Context, operation_id: str
+        cls, ledger: EffectLedger, context: Context, operation_id: str
     ) -> DispatchTool:
-        """The tool bound to one admitted operation of ``context``, through its executor."""
-        operation = service.ledger.get(context, operation_id)
-        return cls(service.executor_for(operation.destination), context, operation_id)
+        """The tool bound to one admitted operation ``context`` may see, through its executor."""
+        operation = ledger.operation(context, operation_id)
+        return cls(ledger.executor_for(operation.destination), context, operation_id)
 
     @staticmethod
     def json_schema() -> dict[str, Any]:

@@ -16,7 +16,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from effectledger.actions import ActionRegistry
+from effectledger.app import EffectLedger
 from effectledger.callers.tools import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
@@ -27,9 +27,8 @@ from effectledger.errors import EffectLedgerError, InvalidInput
 from effectledger.events.chain import verify_chain
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.extras import require_extra
-from effectledger.ledger import Ledger, LedgerSettings
+from effectledger.ledger import LedgerSettings
 from effectledger.model import Context, DestinationRef
-from effectledger.service import EffectService
 from effectledger.store import open_store
 
 __all__ = ["register", "run_demo"]
@@ -97,19 +96,19 @@ def run_demo(out: Output, folder: Path | None = None) -> int:
     store = open_store(f"sqlite:///{ledger_path}")
     receiver = SimulatedReceiver(receiver_path, submit_mode=SubmitMode.ACCEPT_THEN_LOSE_REPLY)
     try:
-        return _story(out, Ledger(store, settings=settings, clock=clock), receiver, clock)
+        app = EffectLedger(store, settings=settings, clock=clock)
+        return _story(out, app, receiver, clock)
     finally:
         store.close()
         receiver.close()
 
 
-def _story(out: Output, ledger: Ledger, receiver: SimulatedReceiver, clock: ManualClock) -> int:
+def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock) -> int:
     v = out.value
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
-    service = EffectService(
-        ledger, ActionRegistry([refund_action(orders=orders, destination=destination)]), [receiver]
-    )
+    app.register(refund_action(orders=orders, destination=destination), receiver)
+    ledger, service = app.ledger, app.service  # the demo shows the layer beneath, step by step
     agent = Context(tenant_id="acme", actor_id="support-agent-7", roles=frozenset({"agent"}))
     reviewer = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
     out.styled(f"[bold]effectledger demo[/bold]: ledger {v(ledger.store.url)}")
@@ -144,7 +143,7 @@ def _story(out: Output, ledger: Ledger, receiver: SimulatedReceiver, clock: Manu
         f"held {usage.held}, committed {usage.committed}"
     )
     operation_id = proposal.operation_id
-    tool = DispatchTool.for_operation(service, agent, operation_id)
+    tool = DispatchTool.for_operation(app, agent, operation_id)
     again = tool.invoke()
     out.styled(
         f"6. The agent calls the dispatch tool again: [yellow]{v(again.state)}[/yellow], no new "

@@ -1,9 +1,10 @@
 """``effectledger serve`` and ``effectledger keys create|revoke|list``: the HTTP API.
 
-- ``serve --db URL --service MODULE:FACTORY [--host H] [--port P]`` runs the HTTP API with
-  uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the
-  :class:`~effectledger.service.EffectService` (the application's actions and destinations); the
-  API keys live in the same ledger database.
+- ``serve --db URL --app MODULE:FACTORY [--host H] [--port P]`` runs the HTTP API with
+  uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the application's
+  :class:`~effectledger.app.EffectLedger` (``effectledger.connect(store_url)`` with its actions
+  declared); the API keys live in the same ledger database. ``--service`` is an older spelling
+  of ``--app``.
 - ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once (it creates
   the ledger if needed, like ``migrate``).
 - ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing ledger.
@@ -12,15 +13,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
+from effectledger.app import EffectLedger
 from effectledger.callers.api_keys import ApiKeys
-from effectledger.cli.options import Commands, add_db, add_json, open_existing
+from effectledger.cli.options import Commands, add_db, add_json, load_attribute, open_existing
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
-from effectledger.service import EffectService
 from effectledger.store import open_store
 
 __all__ = ["load_factory", "register"]
@@ -35,10 +35,12 @@ def register(commands: Commands) -> None:
     )
     add_db(serve)
     serve.add_argument(
+        "--app",
         "--service",
+        dest="app",
         required=True,
         metavar="MODULE:FACTORY",
-        help="a callable that takes the store URL and returns the EffectService to serve",
+        help="a callable that takes the store URL and returns the EffectLedger to serve",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
@@ -77,15 +79,9 @@ def register(commands: Commands) -> None:
 
 def load_factory(spec: str) -> Any:
     """The callable named ``MODULE:NAME``."""
-    module_name, _, name = spec.partition(":")
-    if not module_name or not name:
-        raise InvalidInput(f"--service takes MODULE:FACTORY, not {spec!r}", field="service")
-    try:
-        factory = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidInput(f"cannot load {spec}: {exc}", field="service") from exc
+    factory = load_attribute(spec)
     if not callable(factory):
-        raise InvalidInput(f"{spec} is not callable", field="service")
+        raise InvalidInput(f"{spec} is not callable", field="app")
     return factory
 
 
@@ -97,14 +93,14 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
-    service = load_factory(args.service)(args.db)
-    if not isinstance(service, EffectService):
-        raise InvalidInput(f"{args.service} did not return an EffectService", field="service")
-    app = create_app(service, ApiKeys(service.ledger.store), max_body_bytes=args.max_body_bytes)
+    ledger = load_factory(args.app)(args.db)
+    if not isinstance(ledger, EffectLedger):
+        raise InvalidInput(f"{args.app} did not return an EffectLedger", field="app")
     try:
+        app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
     finally:
-        service.ledger.store.close()
+        ledger.close()
     return 0
 
 

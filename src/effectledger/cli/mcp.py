@@ -1,24 +1,115 @@
-"""``effectledger mcp``: serve the registered actions as MCP tools (extra ``mcp``).
+"""``effectledger mcp``: serve an application's actions as MCP tools over stdio or streamable HTTP.
 
-The options and the server live in :mod:`effectledger.callers.mcp_cli`, which can also run on
-its own (``python -m effectledger.callers.mcp_cli``, as an MCP host launches it over stdio).
+The application names its ledger with ``--app module:attribute``: an
+:class:`~effectledger.app.EffectLedger` or a callable returning one. Trusted code declares the
+actions and destinations, never the command line. An MCP host launches the server over stdio
+with ``effectledger mcp ...`` (or ``python -m effectledger.cli mcp ...``).
+
+Identity: over streamable HTTP every request needs a bearer token listed in ``--tokens`` (a
+JSON file of ``{"token_sha256", "tenant", "actor", "roles"}`` entries; tokens are kept only as
+digests). Over stdio the launching host names the one context the server acts for with
+``--tenant``, ``--actor`` and ``--roles``. Arguments never carry identity.
+
+The server itself is the library's (:func:`~effectledger.callers.mcp_server.serve_stdio`,
+:func:`~effectledger.callers.mcp_server.serve_streamable_http`, extra ``mcp``); this module only
+reads the options.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from effectledger.callers import mcp_cli
-from effectledger.cli.options import Commands
+from effectledger.app import EffectLedger
+from effectledger.cli.options import Commands, load_attribute
 from effectledger.cli.output import Output
+from effectledger.errors import InvalidInput
+from effectledger.model import Context
 
-__all__ = ["register"]
+__all__ = ["load_app", "register"]
 
 
 def register(commands: Commands) -> None:
     """Add ``mcp``."""
-    mcp_cli.register(commands).set_defaults(handler=_run)
+    parser = commands.add_parser(
+        "mcp",
+        help="serve the application's actions as MCP tools (stdio or streamable HTTP)",
+        description=(
+            "Serve one propose tool per declared action, perform_proposal and "
+            "operation_status over MCP. Identity comes from bearer tokens (HTTP) or from the "
+            "launching host (stdio), never from tool arguments."
+        ),
+    )
+    parser.add_argument(
+        "--app",
+        required=True,
+        metavar="MODULE:ATTRIBUTE",
+        help="the EffectLedger to serve, or a callable that returns it",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "streamable-http"),
+        default="stdio",
+        help="stdio (default) or streamable-http",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    parser.add_argument(
+        "--public-url", help="the endpoint's public URL, if not http://HOST:PORT/PATH"
+    )
+    parser.add_argument("--tokens", help="HTTP: JSON file mapping token SHA-256 digests to callers")
+    parser.add_argument("--tenant", help="stdio: the tenant the launching host acts for")
+    parser.add_argument("--actor", help="stdio: the actor the launching host acts for")
+    parser.add_argument("--roles", default="", help="stdio: comma-separated roles of that actor")
+    parser.set_defaults(handler=_run)
+
+
+def load_app(spec: str) -> EffectLedger:
+    """The ledger named by ``module:attribute`` (called first if it is a factory)."""
+    target = load_attribute(spec)
+    ledger = target() if callable(target) else target
+    if not isinstance(ledger, EffectLedger):
+        raise InvalidInput(f"{spec} is not an EffectLedger (effectledger.connect)", field="app")
+    return ledger
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
-    return mcp_cli.run(args)
+    """Serve until the transport closes (stdio) or the process is interrupted (HTTP)."""
+    if args.transport == "stdio":
+        if not args.tenant or not args.actor:
+            raise InvalidInput("stdio needs --tenant and --actor: the host names who it acts for")
+        if args.tokens:
+            raise InvalidInput("--tokens applies to streamable-http; stdio has no headers")
+    else:
+        if not args.tokens:
+            raise InvalidInput("streamable-http needs --tokens: every request must authenticate")
+        if args.tenant or args.actor:
+            raise InvalidInput(
+                "--tenant/--actor apply to stdio; over HTTP each token names its caller"
+            )
+    try:
+        from effectledger.callers.mcp_server import (
+            TokenIdentities,
+            serve_stdio,
+            serve_streamable_http,
+        )
+    except ImportError as exc:
+        raise InvalidInput("mcp needs the mcp extra: pip install 'effectledger[mcp]'") from exc
+    identities = None if args.tokens is None else TokenIdentities.from_file(args.tokens)
+    ledger = load_app(args.app)
+    try:
+        if identities is None:
+            roles = frozenset(role for role in args.roles.split(",") if role)
+            serve_stdio(ledger, Context(tenant_id=args.tenant, actor_id=args.actor, roles=roles))
+        else:
+            serve_streamable_http(
+                ledger,
+                identities,
+                host=args.host,
+                port=args.port,
+                path=args.path,
+                public_url=args.public_url,
+            )
+    finally:
+        ledger.close()
+    return 0
