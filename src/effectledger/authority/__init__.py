@@ -19,9 +19,9 @@ Modules: :mod:`~effectledger.authority.proposing` (proposals),
 :mod:`~effectledger.authority.capacity` (pool limits), behind the :class:`Authority` facade.
 """
 
-from effectledger.admission import Admission
 from effectledger.authority.capacity import CAPACITY_ACTOR, capacity_trail
 from effectledger.authority.deciding import MAX_APPROVAL_LIFETIME, MAX_REASON_LENGTH
+from effectledger.authority.decision import Admission
 from effectledger.authority.facade import Authority
 from effectledger.authority.proposing import MAX_UNITS
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal

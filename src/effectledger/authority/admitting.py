@@ -1,8 +1,8 @@
 """Admission on a proposal, run as one transaction, and its recheck at dispatch time.
 
 The decision itself (actor, expiry, resource version, policy, approvals, budget, capacity) is
-:func:`effectledger.admission.admit_proposal`; this module runs it, claims at once when asked,
-settles a lost COMMIT, and rechecks what can go stale before an admitted operation is sent.
+:func:`effectledger.authority.decision.admit_proposal`; this module runs it, claims at once when
+asked, settles a lost COMMIT, and rechecks what can go stale before an admitted operation is sent.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 
 from effectledger._failpoints import crash_point
 from effectledger.actions import Action
-from effectledger.admission import Admission, Denial, admit_proposal
+from effectledger.authority.decision import Admission, Denial, admit_proposal
 from effectledger.authority.writes import write
 from effectledger.errors import AdmissionDenied, CommitUncertain, NotFound, StorageError
 from effectledger.ledger import Ledger, append_event, claim_admitted, new_id

@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 from effectledger.actions import ActionRegistry
-from effectledger.admission import Admission
 from effectledger.authority.admitting import (
     admit_and_claim_in,
     deny_tampered_in,
@@ -32,6 +31,7 @@ from effectledger.authority.deciding import (
     decide_in,
     decision_row,
 )
+from effectledger.authority.decision import Admission
 from effectledger.authority.proposing import (
     MAX_UNITS,
     approval_consumed_by,

@@ -1,7 +1,7 @@
 """Claims: a READY operation becomes one attempt to submit, or is released without one.
 
 A claim checks the stored command against its fingerprint, its admission and its trail
-(:func:`~effectledger.dispatch_checks.check_dispatchable`), writes the attempt and moves the
+(:func:`~effectledger.ledger.dispatch_checks.check_dispatchable`), writes the attempt and moves the
 operation to IN_PROGRESS with ``AttemptPrepared``, all in one transaction. Only a committed
 claim may be submitted.
 """
@@ -13,7 +13,6 @@ import logging
 from collections.abc import Sequence
 
 from effectledger.canonical import COMMAND_VERSION, digest_bytes
-from effectledger.dispatch_checks import authorized_command, check_dispatchable
 from effectledger.errors import (
     CommitUncertain,
     ConcurrentModification,
@@ -23,6 +22,7 @@ from effectledger.errors import (
     NotFound,
     TamperedCommand,
 )
+from effectledger.ledger.dispatch_checks import authorized_command, check_dispatchable
 from effectledger.ledger.settings import LedgerParts, micros
 from effectledger.ledger.trail import key, new_id, now_us, write_transition
 from effectledger.model import (
