@@ -27,7 +27,7 @@ with connect("sqlite:///" + folder + "/ledger.db") as app:
     proposal = app.propose(AGENT, refund, **REFUND)
     app.approve(RITA, proposal)
     result = app.perform(AGENT, proposal)
-    trail = [event.event_type for event in app.events(AGENT, proposal)]
+    trail = [event.event_type for event in app.events(RITA, proposal)]
 after_perform = sorted(name for name in sys.modules if name.startswith("effectledger.audit"))
 print(json.dumps({
     "after_import": after_import,
