@@ -9,7 +9,6 @@ result, reconciliation) that tests compare across callers.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -170,66 +169,6 @@ class EffectService:
         step = executor.execute_step(context, operation.operation_id)
         trace.add("dispatch", step.result.state.value)
         return _result(step.taken, step.result, trace)
-
-    async def perform_async(
-        self,
-        context: Context,
-        proposal_id: str,
-        *,
-        approval_id: str | None = None,
-        tenant_id: str | None = None,
-    ) -> EffectResult:
-        """:meth:`perform` in a worker thread; cancelling the caller does not stop the record."""
-        task = asyncio.ensure_future(
-            asyncio.to_thread(
-                self.perform, context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
-            )
-        )
-        return await asyncio.shield(task)
-
-    async def propose_async(
-        self,
-        context: Context,
-        action: str,
-        arguments: Mapping[str, Any],
-        *,
-        operation_id: str | None = None,
-        correlation: Correlation | None = None,
-    ) -> Proposal:
-        """:meth:`propose` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.propose,
-            context,
-            action,
-            arguments,
-            operation_id=operation_id,
-            correlation=correlation,
-        )
-
-    async def approve_async(
-        self,
-        approver: Context,
-        proposal_id: str,
-        *,
-        digest: str,
-        expires_in: timedelta = timedelta(hours=1),
-    ) -> Approval:
-        """:meth:`approve` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.approve, approver, proposal_id, digest=digest, expires_in=expires_in
-        )
-
-    async def deny_async(
-        self, approver: Context, proposal_id: str, *, digest: str, reason: str
-    ) -> Approval:
-        """:meth:`deny` without blocking the event loop."""
-        return await asyncio.to_thread(
-            self.deny, approver, proposal_id, digest=digest, reason=reason
-        )
-
-    async def reconcile_async(self, context: Context, operation_id: str) -> EffectResult:
-        """:meth:`reconcile` without blocking the event loop."""
-        return await asyncio.to_thread(self.reconcile, context, operation_id)
 
     def reconcile(self, context: Context, operation_id: str) -> EffectResult:
         """Look up this one operation if it is due; report its state with its trace step.

@@ -64,12 +64,17 @@ class LookupMode(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReceiverCounts:
-    """The receiver's own record: calls it saw and effects it performed."""
+    """A receiver's own record: requests it saw and effects it performed.
+
+    ``replays`` counts submissions answered with an effect performed earlier under the same key
+    (nothing was performed again); ``conflicts`` those refused for another command under it.
+    """
 
     submissions: int
     lookups: int
     effects: int
     conflicts: int
+    replays: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +242,7 @@ class SimulatedReceiver(BoundDestination):
                 )
             else:
                 reference = existing[1]
+                self._count(connection, "replays")
             connection.execute(_SQL["commit"])
         except BaseException:
             if connection.in_transaction:
@@ -281,6 +287,7 @@ class SimulatedReceiver(BoundDestination):
             lookups=int(values["lookups"]),
             effects=int(effects),
             conflicts=int(values["conflicts"]),
+            replays=int(values.get("replays", 0)),
         )
 
     def effect(self, key: str) -> ReceivedEffect | None:

@@ -244,12 +244,16 @@ def claim_or_status(
     except ConcurrentModification:
         return None
     except CommitUncertain as exc:
-        raise CommitUncertain(
-            exc.message,
-            tenant_id=context.tenant_id,
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-        ) from exc
+        raise _naming(exc, context.tenant_id, operation_id, attempt_id) from exc
+
+
+def _naming(
+    uncertain: CommitUncertain, tenant_id: str, operation_id: str, attempt_id: str
+) -> CommitUncertain:
+    """``uncertain`` naming the claim it is about, so the caller can settle it by reading."""
+    return CommitUncertain(
+        uncertain.message, tenant_id=tenant_id, operation_id=operation_id, attempt_id=attempt_id
+    )
 
 
 def claim_next_in(
@@ -317,12 +321,7 @@ def claim_next(
     except CommitUncertain as exc:
         if not picked:
             raise
-        raise CommitUncertain(
-            exc.message,
-            tenant_id=picked[0]["tenant_id"],
-            operation_id=picked[0]["operation_id"],
-            attempt_id=attempt_id,
-        ) from exc
+        raise _naming(exc, picked[0]["tenant_id"], picked[0]["operation_id"], attempt_id) from exc
 
 
 def release_in(

@@ -15,20 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from effectledger.destinations.simulated import ReceiverCounts
 from effectledger.store.queries import load_statements, read_sql
 
 __all__ = ["ReceiverCounts", "ReceiverStore", "Submission"]
-
-
-@dataclass(frozen=True, slots=True)
-class ReceiverCounts:
-    """The receiver's own record: requests it saw and effects it performed."""
-
-    submissions: int
-    lookups: int
-    effects: int
-    conflicts: int
-    replays: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,4 +13,5 @@ CREATE TABLE IF NOT EXISTS effects (
     unit               TEXT
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO counters VALUES ('submissions', 0), ('lookups', 0), ('conflicts', 0);
+INSERT OR IGNORE INTO counters VALUES
+    ('submissions', 0), ('lookups', 0), ('conflicts', 0), ('replays', 0);
