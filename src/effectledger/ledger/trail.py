@@ -114,7 +114,7 @@ def write_event(
         attempt_id=attempt_id,
         sequence=sequence,
         actor=actor,
-        event_type=event_type.value,  # a plain str: the fast canonical encoder
+        event_type=EventType(event_type).value,  # a plain str: the fast canonical encoder
         recorded_us=now_us,
         evidence_reference=evidence_reference,
         details=details or {},
