@@ -14,6 +14,8 @@ It prints:
   ledger, executor and simulated receiver, on files with WAL and the default synchronous=FULL;
 * the same through ``EffectService.perform`` of an approved refund (its admission and claim
   share one transaction), proposals and approvals made outside the timed blocks;
+* the CPU time of this process per operation for each of the three, beside the floor's (what
+  the Python around the transactions costs, without the disk's waits);
 * the floor: the same four durable transactions per operation (admit, claim, the receiver's own
   commit, record) writing rows of the same shape (effectledger's own schema, random ids like
   its own) with plain ``sqlite3``, the same pragmas and ``BEGIN IMMEDIATE``, on files in the
@@ -381,11 +383,17 @@ class Floor:
             ledger.execute("COMMIT")
 
 
-def interleaved_round(folder: Path, round_number: int, ops: int) -> tuple[float, float, float]:
-    """``(lifecycle, perform, floor)`` operations/s, in alternating blocks on the same disk."""
+def interleaved_round(
+    folder: Path, round_number: int, ops: int, cpu: dict[str, list[float]]
+) -> tuple[float, float, float]:
+    """``(lifecycle, perform, floor)`` operations/s, in alternating blocks on the same disk.
+
+    Appends each side's own CPU time per operation (µs, this process) to ``cpu``.
+    """
     lifecycle, floor = Lifecycle(folder, round_number), Floor(folder, round_number, ops)
     perform = PerformLifecycle(folder, round_number)
     spent = {"lifecycle": 0.0, "perform": 0.0, "floor": 0.0}
+    used = dict.fromkeys(spent, 0.0)
     progress = Progress(f"round {round_number} (lifecycle, perform and floor, alternating)", ops)
     try:
         for start in range(0, ops, BLOCK):
@@ -397,14 +405,17 @@ def interleaved_round(folder: Path, round_number: int, ops: int) -> tuple[float,
                 ("perform", perform),
             )
             for name, side in sides:
-                started = time.perf_counter()
+                started, working = time.perf_counter(), time.process_time()
                 side.run(numbers)
                 spent[name] += time.perf_counter() - started
+                used[name] += time.process_time() - working
             progress.update(numbers.stop)
     finally:
         lifecycle.close()
         perform.close()
         floor.close()
+    for name, seconds in used.items():
+        cpu[name].append(seconds / ops * 1e6)
     return ops / spent["lifecycle"], ops / spent["perform"], ops / spent["floor"]
 
 
@@ -470,8 +481,11 @@ def main(argv: list[str] | None = None) -> int:
         lifecycle: list[float] = []
         performs: list[float] = []
         floor: list[float] = []
+        cpu: dict[str, list[float]] = {"lifecycle": [], "perform": [], "floor": []}
         for round_number in range(1, args.rounds + 1):
-            life_rate, perform_rate, floor_rate = interleaved_round(folder, round_number, args.ops)
+            life_rate, perform_rate, floor_rate = interleaved_round(
+                folder, round_number, args.ops, cpu
+            )
             lifecycle.append(life_rate)
             performs.append(perform_rate)
             floor.append(floor_rate)
@@ -511,6 +525,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  ratio                {perform_ratio:7.2f} x the 4-commit floor  "
         f"(rounds: {_listing(perform_ratios, '.2f')})   target >= {PERFORM_RATIO_TARGET}"
     )
+    floor_cpu = statistics.median(cpu["floor"])
+    print("CPU of this process per operation (µs, median of rounds; fsync waits excluded)")
+    for name in ("lifecycle", "perform", "floor"):
+        mine = statistics.median(cpu[name])
+        print(f"  {name:<20} {mine:7.0f} µs   {mine / floor_cpu:5.2f} x the floor's")
     print()
     replay_ok = max(executor_latency.p50_us, tool_latency.p50_us) <= REPLAY_P50_TARGET_US
     ratio_ok = ratio >= LIFECYCLE_RATIO_TARGET
