@@ -105,12 +105,16 @@ def _decide(
         if same:  # the exact replay: nothing is spent
             return Admission(operation=operation_from_row(existing), replayed=True)
         return Denial("approval_consumed", "this proposal was admitted with other authority")
-    denial = tx.one("proposal_denial", {"tenant_id": tenant, "proposal_id": proposal.proposal_id})
-    if denial is not None:
+    # The proposal's denial, the presented approval and its consumption: one read.
+    authority = tx.one(
+        "admission_approval",
+        {"tenant_id": tenant, "proposal_id": proposal.proposal_id, "approval_id": approval_id},
+    )
+    if authority is not None and authority["denied_by"] is not None:
         return Denial(
             "approval_denied",
             "an approver denied this proposal: a denial is final",
-            {"denied_by": denial["approver_id"]},
+            {"denied_by": authority["denied_by"]},
         )
     if now >= proposal.expires_at:
         return Denial("expired", "the proposal has expired")
@@ -129,7 +133,7 @@ def _decide(
         )
     approvals: list[Approval] = []
     if decision.tier is Tier.APPROVAL_REQUIRED or approval_id is not None:
-        found = _approvals(tx, tenant, proposal, approval_id, decision, now)
+        found = _approvals(tx, tenant, proposal, approval_id, authority, decision, now)
         if isinstance(found, Denial):
             return found
         approvals = found
@@ -183,18 +187,22 @@ def _approvals(
     tenant: str,
     proposal: Proposal,
     approval_id: str | None,
+    authority: Row | None,
     decision: Decision,
     now: datetime,
 ) -> list[Approval] | Denial:
-    """The approvals this admission consumes: the one presented first, then co-approvers."""
+    """The approvals this admission consumes: the one presented first, then co-approvers.
+
+    ``authority`` is the ``admission_approval`` row: the presented approval's columns (all
+    ``NULL`` when there is no such approval) and whether it was consumed.
+    """
     if approval_id is None:
         return Denial("approval_missing", "this effect needs an approval of its digest")
-    row = tx.one("approval_get", {"tenant_id": tenant, "approval_id": approval_id})
-    if row is None:
+    if authority is None or authority["approval_id"] is None:
         return Denial("approval_missing", "no such approval for this tenant")
-    if tx.one("consumption_get", {"tenant_id": tenant, "approval_id": approval_id}):
+    if authority["consumed"]:
         return Denial("approval_consumed", "the approval was already used")
-    presented = approval_from_row(row)
+    presented = approval_from_row(authority)
     if presented.proposal_id != proposal.proposal_id or presented.digest != proposal.digest:
         return Denial("digest_mismatch", "the approval covers another proposal")
     if not presented.granted:

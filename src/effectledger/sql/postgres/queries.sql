@@ -255,6 +255,24 @@ INSERT INTO approvals (
     %(policy_version)s, %(reason)s, %(decided_us)s, %(expires_us)s
 );
 
+-- name: admission_approval
+-- What an admission needs to know about its authority, in one read: the first denial of the
+-- proposal (if any), the presented approval's row (all NULL if there is none or no id was
+-- given) and whether that approval was already consumed.
+SELECT (
+           SELECT d.approver_id FROM approvals AS d
+           WHERE d.tenant_id = %(tenant_id)s AND d.proposal_id = %(proposal_id)s
+             AND d.decision = 'denied'
+           ORDER BY d.decided_us, d.approval_id LIMIT 1
+       ) AS denied_by,
+       a.*,
+       EXISTS (
+           SELECT 1 FROM approval_consumptions AS c
+           WHERE c.tenant_id = %(tenant_id)s AND c.approval_id = %(approval_id)s
+       ) AS consumed
+FROM (SELECT 1 AS one) AS request
+LEFT JOIN approvals AS a ON a.tenant_id = %(tenant_id)s AND a.approval_id = %(approval_id)s;
+
 -- name: approval_get
 SELECT * FROM approvals WHERE tenant_id = %(tenant_id)s AND approval_id = %(approval_id)s;
 
