@@ -54,7 +54,6 @@ from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.recovery import RecoveryReport
 from effectledger.store import Store, open_store
-from effectledger.transitions import EventType
 
 if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, not the hot path
     from effectledger.audit.explain import Sentence
@@ -216,22 +215,7 @@ class EffectLedger(ActionCatalog):
                 proposal = self.service.authority.get_proposal(context, proposal)
             except NotFound:
                 return None  # the admission answers not_found, as for any unknown id
-        try:
-            self.ledger.status(context, proposal.operation_id)
-        except NotFound:
-            pass
-        else:
-            return None  # admitted already: the exact replay needs no approval id
-        granted: str | None = None
-        for event in self.ledger.events(context, proposal.operation_id):
-            found = event.details.get("approval_id")
-            if not isinstance(found, str) or event.details.get("digest") != proposal.digest:
-                continue
-            if event.event_type == EventType.APPROVAL_DENIED:
-                return found  # a denial closes the proposal; admission says so
-            if event.event_type == EventType.APPROVAL_GRANTED:
-                granted = found
-        return granted
+        return self.service.authority.recorded_decision(context, proposal)
 
     # -- reading -------------------------------------------------------------------------
 

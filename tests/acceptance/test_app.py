@@ -112,6 +112,28 @@ def test_denials_are_enums_and_raise_on_request(
     assert receiver.counts().effects == 0
 
 
+def test_perform_without_an_approval_uses_the_decision_recorded_on_the_digest(
+    app: EffectLedger, receiver: SimulatedReceiver, store_url: str, clock: ManualClock
+) -> None:
+    """A grant is used when no approval is named; a later denial wins over it; a replay needs none."""
+    refund = declare_refund(app, receiver)
+    granted = app.propose(AGENT, refund, **REFUND)
+    app.approve(RITA, granted)
+    first = app.perform(AGENT, granted)
+    assert first.outcome is EffectOutcome.PERFORMED
+    again = app.perform(AGENT, granted.proposal_id)  # by id: the exact replay, nothing spent
+    assert (again.outcome, again.state) == (EffectOutcome.REPLAYED, OperationState.SUCCEEDED)
+    overruled = app.propose(AGENT, refund, **{**REFUND, "order_id": "ord-2"})
+    app.approve(RITA, overruled)
+    clock.advance(1)
+    second_reviewer = Context(tenant_id=RITA.tenant_id, actor_id="sam", roles=RITA.roles)
+    app.deny(second_reviewer, overruled, reason="duplicate of an earlier refund")
+    denied = app.perform(AGENT, overruled)
+    assert (denied.outcome, denied.reason) == (EffectOutcome.DENIED, DenialReason.APPROVAL_DENIED)
+    assert count_rows(store_url, "operations") == 1
+    assert receiver.counts().effects == 1
+
+
 def test_arguments_are_strict_and_extra_fields_refused(
     app: EffectLedger, receiver: SimulatedReceiver, store_url: str
 ) -> None:

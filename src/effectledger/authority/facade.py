@@ -101,6 +101,27 @@ class Authority:
         """The tenant's proposal, its digest recomputed (:class:`TamperedProposal` if edited)."""
         return get_proposal(self._store, context, proposal_id)
 
+    def recorded_decision(self, context: Context, proposal: Proposal) -> str | None:
+        """The approval a perform that names none presents, read in one statement.
+
+        ``None`` once the proposal's operation id is admitted (its exact replay needs none) or
+        while nobody has decided; else the first recorded denial of the proposal's digest (a
+        denial is final), else its latest grant. Admission checks the choice again.
+        """
+        row = self._store.one(
+            "proposal_decision",
+            {
+                "tenant_id": context.tenant_id,
+                "operation_id": proposal.operation_id,
+                "proposal_id": proposal.proposal_id,
+                "digest": proposal.digest,
+            },
+        )
+        if row is None or row["admitted"]:
+            return None
+        chosen: str | None = row["denied"] or row["granted"]
+        return chosen
+
     def approval_consumed_by(self, context: Context, approval_id: str) -> str | None:
         """The operation that consumed the approval, or ``None`` while it is unspent."""
         return approval_consumed_by(self._store, context, approval_id)

@@ -211,6 +211,27 @@ FROM proposals AS p
 JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
 WHERE p.tenant_id = :tenant_id AND p.proposal_id = :proposal_id;
 
+-- name: proposal_decision
+-- For a perform that names no approval: whether the proposal's operation id is admitted, else
+-- the decision recorded on its digest (the first denial, or the latest grant). The admission
+-- checks whatever is chosen here again, under its locks.
+SELECT EXISTS (
+           SELECT 1 FROM operations AS o
+           WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id
+       ) AS admitted,
+       (
+           SELECT d.approval_id FROM approvals AS d
+           WHERE d.tenant_id = :tenant_id AND d.proposal_id = :proposal_id
+             AND d.digest = :digest AND d.kind = 'approval' AND d.decision = 'denied'
+           ORDER BY d.decided_us, d.approval_id LIMIT 1
+       ) AS denied,
+       (
+           SELECT g.approval_id FROM approvals AS g
+           WHERE g.tenant_id = :tenant_id AND g.proposal_id = :proposal_id
+             AND g.digest = :digest AND g.kind = 'approval' AND g.decision = 'granted'
+           ORDER BY g.decided_us DESC, g.approval_id DESC LIMIT 1
+       ) AS granted;
+
 -- name: proposal_denial
 -- A denial closes its proposal: the first one recorded, if any.
 SELECT approval_id, approver_id FROM approvals
