@@ -115,7 +115,7 @@ def test_denials_are_enums_and_raise_on_request(
 def test_perform_without_an_approval_uses_the_decision_recorded_on_the_digest(
     app: EffectLedger, receiver: SimulatedReceiver, store_url: str, clock: ManualClock
 ) -> None:
-    """A grant is used when no approval is named; a later denial wins over it; a replay needs none."""
+    """A grant is used when no approval is named, a later denial wins, a replay needs none."""
     refund = declare_refund(app, receiver)
     granted = app.propose(AGENT, refund, **REFUND)
     app.approve(RITA, granted)
