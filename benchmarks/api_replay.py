@@ -32,10 +32,10 @@ import statistics
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+from allocation import peak_bytes_per_call
 from pydantic import BaseModel
 
 from effectledger import (
@@ -81,22 +81,10 @@ def latency(call: Callable[[], object], count: int) -> tuple[float, float]:
 
 
 def allocated(call: Callable[[], object], count: int) -> float:
-    """Mean bytes allocated at peak above the baseline per call, under tracemalloc."""
+    """Mean bytes allocated at peak above the baseline per call, after a warm-up."""
     for _ in range(50):
         call()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        peaks = 0
-        for _ in range(count):
-            tracemalloc.reset_peak()
-            before, _ = tracemalloc.get_traced_memory()
-            call()
-            _, peak = tracemalloc.get_traced_memory()
-            peaks += peak - before
-    finally:
-        tracemalloc.stop()
-    return peaks / count
+    return peak_bytes_per_call(call, count)
 
 
 def build(folder: Path) -> tuple[dict[str, Callable[[], object]], Callable[[], None]]:

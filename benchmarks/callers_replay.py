@@ -44,6 +44,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import httpx2
+from allocation import peak_bytes_per_call
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.settings import AuthSettings
@@ -112,23 +113,6 @@ def time_calls(call: Callable[[], object], count: int) -> list[float]:
         call()
         samples.append((clock() - started) / 1000)
     return samples
-
-
-def peak_allocation(call: Callable[[], object], count: int) -> float:
-    """Mean of tracemalloc's peak above the baseline during each of ``count`` calls."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        peaks = 0
-        for _ in range(count):
-            tracemalloc.reset_peak()
-            before, _ = tracemalloc.get_traced_memory()
-            call()
-            _, peak = tracemalloc.get_traced_memory()
-            peaks += peak - before
-    finally:
-        tracemalloc.stop()
-    return peaks / count
 
 
 def build_ledger(store_url: str, directory: Path) -> tuple[EffectLedger, SimulatedReceiver]:
@@ -291,9 +275,9 @@ def run(
         ratios.append(medians["tool"] / medians["direct"])
         service_ratios.append(medians["tool"] / medians["service"])
         print(f"round {round_number + 1}/{args.rounds}: ratio {ratios[-1]:.3f}", file=sys.stderr)
-    direct_figures = _summarise(samples["direct"], peak_allocation(direct, 2000))
-    service_figures = _summarise(samples["service"], peak_allocation(beneath, 2000))
-    tool_figures = _summarise(samples["tool"], peak_allocation(tool, 2000))
+    direct_figures = _summarise(samples["direct"], peak_bytes_per_call(direct, 2000))
+    service_figures = _summarise(samples["service"], peak_bytes_per_call(beneath, 2000))
+    tool_figures = _summarise(samples["tool"], peak_bytes_per_call(tool, 2000))
     replay = tools.call(AGENT, "perform_proposal", text)
 
     floor_result = CallToolResult(

@@ -25,16 +25,13 @@ transport; compare it with ``direct``. Paths alternate round by round so drift a
 from __future__ import annotations
 
 import argparse
-import gc
 import platform
 import shutil
 import socket
-import statistics
 import sys
 import tempfile
 import threading
 import time
-import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +39,7 @@ from typing import Annotated, Any
 
 import httpx
 import uvicorn
+from allocation import peak_bytes_per_call
 from fastapi import Depends
 from fastapi.responses import JSONResponse
 
@@ -99,23 +97,6 @@ def time_calls(call: Callable[[], object], count: int) -> list[float]:
         call()
         samples.append((time.perf_counter_ns() - start) / 1000)
     return samples
-
-
-def allocated_per_call(call: Callable[[], object], count: int) -> float:
-    """Mean of tracemalloc's peak above the baseline during each call, in bytes."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        peaks = []
-        for _ in range(count):
-            tracemalloc.reset_peak()
-            before, _ = tracemalloc.get_traced_memory()
-            call()
-            _, peak = tracemalloc.get_traced_memory()
-            peaks.append(peak - before)
-    finally:
-        tracemalloc.stop()
-    return statistics.fmean(peaks)
 
 
 def build(store_url: str, folder: Path) -> tuple[EffectLedger, SimulatedReceiver, ApiKeys]:
@@ -212,7 +193,7 @@ def main() -> int:
                     samples[name].extend(time_calls(call, args.replays))
                 print(f"  round {round_number + 1}/{args.rounds}", file=sys.stderr)
             allocations = {
-                name: allocated_per_call(call, args.allocations) for name, call in paths.items()
+                name: peak_bytes_per_call(call, args.allocations) for name, call in paths.items()
             }
         assert receiver.counts().effects == 1, "a replay made a second effect"
     finally:

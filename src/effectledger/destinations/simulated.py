@@ -31,6 +31,7 @@ from effectledger.errors import (
 )
 from effectledger.model import Command, DestinationRef, Observation, Outcome
 from effectledger.store.queries import fill, load_statements, read_sql
+from effectledger.store.sqlite import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "DestinationUnavailable",
@@ -137,8 +138,10 @@ class SimulatedReceiver(BoundDestination):
         self.submit_mode = submit_mode
         self.lookup_mode = lookup_mode
         self.reply_delay_s = reply_delay_s
-        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
-            raise InvalidInput("synchronous is OFF, NORMAL, FULL or EXTRA", field="synchronous")
+        if synchronous.upper() not in SYNCHRONOUS_LEVELS:
+            raise InvalidInput(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}", field="synchronous"
+            )
         self._synchronous = synchronous.upper()
         self._local = threading.local()
         self._create = create

@@ -28,11 +28,11 @@ from effectledger.store import Row, refuse_unstorable_text
 from effectledger.store.queries import fill, load_queries, load_statements, migrations
 from effectledger.store.retry import RetryBudget
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SYNCHRONOUS_LEVELS", "SQLiteStore"]
 
 T = TypeVar("T")
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
-_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")  # PRAGMA synchronous, weakest first
 MAX_ATTEMPTS = 3
 
 
@@ -100,8 +100,8 @@ class SQLiteStore:
         migrate: bool = True,
         create: bool = True,
     ) -> None:
-        if synchronous.upper() not in _SYNCHRONOUS:
-            raise InvalidInput(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+        if synchronous.upper() not in SYNCHRONOUS_LEVELS:
+            raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
         if busy_timeout_ms < 0 or max_attempts < 1:
             raise InvalidInput("busy_timeout_ms must be >= 0 and max_attempts >= 1")
         self.path = Path(path)
