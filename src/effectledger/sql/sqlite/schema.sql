@@ -143,6 +143,8 @@ CREATE TABLE approvals (
 
 CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
 
+CREATE INDEX approvals_by_proposal ON approvals (tenant_id, proposal_id, decided_us);
+
 CREATE TRIGGER approvals_no_update BEFORE UPDATE ON approvals
 BEGIN
     SELECT RAISE(ABORT, 'approvals are immutable');
