@@ -36,10 +36,17 @@ def test_every_named_query_exists_in_every_dialect() -> None:
 
 
 def test_named_queries_take_the_same_parameters_in_every_dialect() -> None:
-    """A named query binds the same parameter names whichever dialect runs it."""
+    """A named query binds the same parameter names whichever dialect runs it.
+
+    A query SQLite has nothing to run for (a lock that ``BEGIN IMMEDIATE`` already holds) is
+    empty there and binds nothing.
+    """
     sqlite, postgres = load_queries("sqlite"), load_queries("postgres")
+    empty = {name for name, statement in sqlite.items() if not statement}
+    assert empty == {"advisory_lock"}
     for name, statement in sqlite.items():
-        assert _parameters("sqlite", statement) == _parameters("postgres", postgres[name]), name
+        if name not in empty:
+            assert _parameters("sqlite", statement) == _parameters("postgres", postgres[name]), name
 
 
 def test_every_query_the_code_runs_is_defined() -> None:

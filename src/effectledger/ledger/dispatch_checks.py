@@ -24,13 +24,14 @@ hash, written before the log sealed it) is described in ``docs/evidence.md``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 from effectledger.canonical import COMMAND_VERSION, canonical_bytes
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
-from effectledger.events.chain import verify_chain
-from effectledger.events.record import event_from_row
-from effectledger.model import AuditEvent, Command, OperationState
+from effectledger.events.chain import verify_stored_chain
+from effectledger.model import Command, OperationState
 from effectledger.proposals import Approval, Proposal, proposal_from_row
 from effectledger.rows import command_from_row
 from effectledger.store import Row, Transaction
@@ -67,30 +68,33 @@ def check_dispatchable(
     """
     operation_id = row["operation_id"]
     key = {"tenant_id": row["tenant_id"], "operation_id": operation_id}
-    events = [event_from_row(found) for found in tx.all("events_for_operation", key)]
+    events = tx.all("events_for_operation", key)
     try:
-        verify_chain(events)
+        verify_stored_chain(events)
     except ChainBreak as exc:
         raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
     sequence = int(row["event_sequence"])
-    if not 0 < sequence <= len(events) or events[sequence - 1].event_hash != row["last_event_hash"]:
+    if (
+        not 0 < sequence <= len(events)
+        or events[sequence - 1]["event_hash"] != row["last_event_hash"]
+    ):
         raise _refuse(row, "chain_broken", "its row does not point into its audit trail")
-    if any(event.event_type not in AUDIT_ONLY for event in events[sequence:]):
+    if any(event["event_type"] not in AUDIT_ONLY for event in events[sequence:]):
         raise ConcurrentModification(
             "the operation changed while this step ran; reload it",
             operation_id=row["operation_id"],
         )
     trail = events[:sequence]
     try:
-        state = implied_state(event.event_type for event in trail)
+        state = implied_state(event["event_type"] for event in trail)
     except ValueError as exc:
         raise _refuse(row, "state_not_in_trail", "its trail holds an unknown event") from exc
     if state is not OperationState.READY:
         raise _refuse(
             row, "state_not_in_trail", f"its trail leaves it {state}, not {OperationState.READY}"
         )
-    admitted = [event for event in trail if event.event_type == EventType.OPERATION_ADMITTED]
-    if not admitted or admitted[-1].details.get("fingerprint") != row["fingerprint"]:
+    admitted = [event for event in trail if event["event_type"] == EventType.OPERATION_ADMITTED]
+    if not admitted or _details(admitted[-1]).get("fingerprint") != row["fingerprint"]:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
     if row["proposal_id"] is None:
         return None
@@ -99,8 +103,14 @@ def check_dispatchable(
     elif (proposal.proposal_id, proposal.operation_id) != (row["proposal_id"], operation_id):
         raise _refuse(row, "command_not_proposed", "its proposal names another operation")
     _check_command(row, proposal)
-    _check_authority(tx, row, proposal, trail, admitted[-1], approvals)
+    _check_authority(tx, row, proposal, trail, int(admitted[-1]["sequence"]), approvals)
     return proposal.digest
+
+
+def _details(event: Row) -> dict[str, Any]:
+    """The details of a stored event whose chain was verified (its text hashed as stored)."""
+    details = json.loads(event["details_json"])
+    return details if isinstance(details, dict) else {}
 
 
 def _proposal(tx: Transaction, row: Row) -> Proposal:
@@ -143,21 +153,21 @@ def _check_authority(
     tx: Transaction,
     row: Row,
     proposal: Proposal,
-    trail: list[AuditEvent],
-    admitted: AuditEvent,
+    trail: Sequence[Row],
+    admitted_at: int,
     approvals: Sequence[Approval],
 ) -> None:
-    before = [event for event in trail if event.sequence < admitted.sequence]
-    if any(event.event_type == EventType.APPROVAL_DENIED for event in before):
+    before = [event for event in trail if int(event["sequence"]) < admitted_at]
+    if any(event["event_type"] == EventType.APPROVAL_DENIED for event in before):
         raise _refuse(row, "proposal_denied", "its proposal was denied before it was admitted")
     approval_id = row["approval_id"]
     if approval_id is None:
         return
     backed = any(
-        event.event_type in _DECISIONS
-        and event.details.get("approval_id") == approval_id
-        and event.details.get("digest") == proposal.digest
+        (details := _details(event)).get("approval_id") == approval_id
+        and details.get("digest") == proposal.digest
         for event in before
+        if event["event_type"] in _DECISIONS
     )
     known = next((approval for approval in approvals if approval.approval_id == approval_id), None)
     granted: bool

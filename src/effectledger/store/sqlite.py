@@ -111,11 +111,12 @@ class SQLiteStore:
         self.max_attempts = max_attempts
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
-        # A named query of several statements (PostgreSQL writes it as one, with a CTE).
+        # A named query of several statements (PostgreSQL writes it as one, with a CTE), or of
+        # none (a lock that BEGIN IMMEDIATE already holds): run step by step, or not at all.
         self._compound = {
             name: steps
             for name, text in self._queries.items()
-            if len(steps := tuple(_statements(text + ";"))) > 1
+            if len(steps := tuple(_statements(text + ";") if text else ())) != 1
         }
         self._local = threading.local()
         self._lock = threading.Lock()

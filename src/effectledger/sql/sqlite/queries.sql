@@ -4,8 +4,8 @@
 -- name: advisory_lock
 -- Serializes the transactions that read a total or a trail and then write on it (one operation's
 -- trail, a pool's capacity, an action's pre-authorization budget). BEGIN IMMEDIATE already holds
--- the database's only write lock, so this only names the parameters.
-SELECT :tenant_id AS tenant_id, :scope AS scope;
+-- the database's only write lock, so there is nothing to run: the store skips a query that holds
+-- no statement.
 
 -- name: schema_version
 -- The newest migration applied; opening an existing ledger without migrating checks it.
