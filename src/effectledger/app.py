@@ -48,7 +48,6 @@ from effectledger.model import (
     Operation,
     OperationState,
     Outcome,
-    validate_identifier,
 )
 from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
@@ -196,26 +195,16 @@ class EffectLedger(ActionCatalog):
         Denials, including a proposal ``context`` cannot see, are results, not exceptions.
         """
         proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
-        if approval is not None:
-            approval_id = approval if isinstance(approval, str) else approval.approval_id
-        elif tenant_id is not None and tenant_id != context.tenant_id:
-            approval_id = None  # refused as tenant_mismatch before anything is read
-        else:
-            approval_id = self._decision_for(context, proposal)
-        return self.service.perform(
-            context, proposal_id, approval_id=approval_id, tenant_id=tenant_id
+        approval_id = (
+            approval if approval is None or isinstance(approval, str) else approval.approval_id
         )
-
-    def _decision_for(self, context: Context, proposal: ProposalRef) -> str | None:
-        if isinstance(proposal, str):
-            validate_identifier(proposal, "proposal_id")
-            if self.ledger.recorded_for_proposal(context, proposal, None) is not None:
-                return None  # the exact replay of a finished call needs no approval id
-            try:
-                proposal = self.service.authority.get_proposal(context, proposal)
-            except NotFound:
-                return None  # the admission answers not_found, as for any unknown id
-        return self.service.authority.recorded_decision(context, proposal)
+        return self.service.perform(
+            context,
+            proposal_id,
+            approval_id=approval_id,
+            recorded_decision=approval is None,
+            tenant_id=tenant_id,
+        )
 
     # -- reading -------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from effectledger.errors import InvalidInput
+
 if TYPE_CHECKING:
     from effectledger.evidence import Evidence
 
@@ -52,8 +54,6 @@ def validate_identifier(value: object, what: str) -> str:
     Raises :class:`~effectledger.errors.InvalidInput` (code ``invalid_input``) otherwise, naming
     the field, so a malformed id never reaches a query.
     """
-    from effectledger.errors import InvalidInput
-
     if not isinstance(value, str) or _IDENTIFIER.fullmatch(value) is None:
         raise InvalidInput(
             f"{what} must be 1-128 characters of letters, digits and . _ : @ / -",
@@ -71,8 +71,6 @@ def validate_limit(value: object, what: str = "limit") -> int:
     Raises :class:`~effectledger.errors.InvalidInput` naming the field otherwise (a string, a
     bool, zero or a negative number never means "everything").
     """
-    from effectledger.errors import InvalidInput
-
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
         raise InvalidInput(f"{what} must be an integer from 1 to {MAX_LIMIT}", field=what)
     return value
@@ -137,8 +135,6 @@ class Context:
         roles: object = self.roles
         if type(roles) is not frozenset:
             if isinstance(roles, str) or not isinstance(roles, (set, frozenset, list, tuple)):
-                from effectledger.errors import InvalidInput
-
                 raise InvalidInput("roles must be a set of role names", field="roles")
             object.__setattr__(self, "roles", frozenset(roles))
         for role in self.roles:
@@ -168,8 +164,6 @@ class DestinationRef:
             or not 0 < len(endpoint) <= MAX_ENDPOINT_LENGTH
             or not endpoint.isprintable()
         ):
-            from effectledger.errors import InvalidInput
-
             raise InvalidInput(
                 f"destination.endpoint must be 1-{MAX_ENDPOINT_LENGTH} printable characters",
                 field="destination.endpoint",

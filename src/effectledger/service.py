@@ -115,6 +115,7 @@ class EffectService:
         proposal_id: str,
         *,
         approval_id: str | None = None,
+        recorded_decision: bool = False,
         tenant_id: str | None = None,
     ) -> EffectResult:
         """Admit the proposal on its authority and dispatch it once; report with a trace.
@@ -124,7 +125,9 @@ class EffectService:
         tenant's id look the same) come back as ``outcome="denied"``. Malformed arguments raise
         :class:`~effectledger.errors.InvalidInput`. ``outcome`` is ``performed`` only for the call
         whose own claim was submitted, ``released`` only for the call that released it; any
-        other call reports the recorded state as ``replayed``.
+        other call reports the recorded state as ``replayed``. With ``recorded_decision`` and no
+        ``approval_id``, the decision recorded on the proposal's trail is presented
+        (:meth:`Authority.recorded_decision`).
         """
         trace = _Trace()
         trace.add("request", "received")
@@ -132,24 +135,12 @@ class EffectService:
             trace.add("tenant", "rejected")
             return _denied("tenant_mismatch", trace)
         trace.add("tenant", "accepted")
-        validate_identifier(proposal_id, "proposal_id")
-        if approval_id is not None:
-            validate_identifier(approval_id, "approval_id")
-        recorded = self.ledger.recorded_for_proposal(context, proposal_id, approval_id)
-        if recorded is not None:  # the exact replay of a finished call: one read, nothing sent
-            return EffectResult(
-                outcome=EffectOutcome.REPLAYED,
-                operation_id=recorded.operation_id,
-                state=recorded.state,
-                reason=None,
-                provider_reference=recorded.provider_reference,
-                trace=_REPLAY_TRACES[recorded.state],
-            )
         try:
-            admission = self.authority.admit_or_replay(
+            admission = self.authority.perform_admission(
                 context,
                 proposal_id,
                 approval_id=approval_id,
+                recorded_decision=recorded_decision,
                 tenant_id=tenant_id,
                 claim_for=self._executors.keys(),
             )
@@ -159,6 +150,15 @@ class EffectService:
         except NotFound:
             trace.add("reservation", "denied:not_found")
             return _denied("not_found", trace)
+        if isinstance(admission, DispatchResult):  # the exact replay of a finished call
+            return EffectResult(
+                outcome=EffectOutcome.REPLAYED,
+                operation_id=admission.operation_id,
+                state=admission.state,
+                reason=None,
+                provider_reference=admission.provider_reference,
+                trace=_REPLAY_TRACES[admission.state],
+            )
         operation = admission.operation
         trace.add("reservation", "replayed" if admission.replayed else "admitted")
         executor = self.executor_for(operation.destination)

@@ -41,8 +41,15 @@ from effectledger.authority.proposing import (
 )
 from effectledger.authority.writes import write
 from effectledger.errors import AdmissionDenied, InvalidInput, NotFound, TamperedProposal
-from effectledger.ledger import DISPATCH_WORKER, Ledger
-from effectledger.model import Context, DestinationRef, Operation, to_micros, validate_identifier
+from effectledger.ledger import DISPATCH_WORKER, Ledger, replayed_result
+from effectledger.model import (
+    Context,
+    DestinationRef,
+    DispatchResult,
+    Operation,
+    to_micros,
+    validate_identifier,
+)
 from effectledger.proposals import (
     Approval,
     CapacityUsage,
@@ -51,7 +58,7 @@ from effectledger.proposals import (
     approval_from_row,
     proposal_from_row,
 )
-from effectledger.store import Store
+from effectledger.store import Row, Store
 
 __all__ = ["Authority"]
 
@@ -229,6 +236,46 @@ class Authority:
         just checked there): ``Admission.claim`` is then the committed claim to submit, saving
         the executor a transaction of its own. A replay claims nothing.
         """
+        self._check_request(context, proposal_id, approval_id, tenant_id)
+        row = self._store.one(
+            "proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
+        )
+        return self._admit(context, row, proposal_id, approval_id, claim_for, executor_id)
+
+    def perform_admission(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        approval_id: str | None = None,
+        recorded_decision: bool = False,
+        tenant_id: str | None = None,
+        claim_for: Collection[DestinationRef] = (),
+        executor_id: str = DISPATCH_WORKER,
+    ) -> Admission | DispatchResult:
+        """What a perform does before it submits, from one read of the proposal and its operation.
+
+        The recorded state (a :class:`DispatchResult`) when this is the exact replay of a
+        finished perform by the same actor: nothing is decoded, spent or written. Otherwise
+        the admission of :meth:`admit_or_replay` on the proposal read there; with
+        ``recorded_decision`` and no ``approval_id``, it presents the decision recorded on the
+        proposal's trail (:meth:`recorded_decision`).
+        """
+        self._check_request(context, proposal_id, approval_id, tenant_id)
+        row = self._store.one(
+            "proposal_replay", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
+        )
+        recorded = replayed_result(row, context, approval_id)
+        if recorded is not None:
+            return recorded
+        if row is not None and approval_id is None and recorded_decision:
+            approval_id = self.recorded_decision(context, self._decoded(context, row))
+        return self._admit(context, row, proposal_id, approval_id, claim_for, executor_id)
+
+    @staticmethod
+    def _check_request(
+        context: Context, proposal_id: str, approval_id: str | None, tenant_id: str | None
+    ) -> None:
         if tenant_id is not None and tenant_id != context.tenant_id:
             raise AdmissionDenied(
                 "the request names another tenant than the caller's", reason="tenant_mismatch"
@@ -236,13 +283,11 @@ class Authority:
         validate_identifier(proposal_id, "proposal_id")
         if approval_id is not None:
             validate_identifier(approval_id, "approval_id")
-        row = self._store.one(
-            "proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
-        )
-        if row is None:
-            raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
+
+    def _decoded(self, context: Context, row: Row) -> Proposal:
+        """The proposal in ``row``, its digest recomputed; an edited one is denied, on its trail."""
         try:
-            proposal = proposal_from_row(row)
+            return proposal_from_row(row)
         except TamperedProposal as exc:
             denial = functools.partial(
                 deny_tampered_in,
@@ -256,6 +301,19 @@ class Authority:
                 reason="digest_mismatch",
                 tampered=True,
             ) from exc
+
+    def _admit(
+        self,
+        context: Context,
+        row: Row | None,
+        proposal_id: str,
+        approval_id: str | None,
+        claim_for: Collection[DestinationRef],
+        executor_id: str,
+    ) -> Admission:
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
+        proposal = self._decoded(context, row)
         action = self.registry.get(proposal.action)
         claim = proposal.destination in claim_for
         body = functools.partial(

@@ -20,6 +20,7 @@ from effectledger.ledger.admission import draft_operation, insert_operation, ins
 from effectledger.ledger.checks import MAX_REFERENCE_LENGTH
 from effectledger.ledger.claims import claim_admitted, claim_in
 from effectledger.ledger.facade import Ledger
+from effectledger.ledger.reads import replayed_result
 from effectledger.ledger.settings import (
     AUDITOR_ROLE,
     DISPATCH_WORKER,
@@ -54,5 +55,6 @@ __all__ = [
     "lock_scope",
     "lock_trail",
     "new_id",
+    "replayed_result",
     "validate_operation_id",
 ]

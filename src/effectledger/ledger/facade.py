@@ -120,18 +120,6 @@ class Ledger:
         """
         return reads.status(self.store, context, operation_id)
 
-    def recorded_for_proposal(
-        self, context: Context, proposal_id: str, approval_id: str | None
-    ) -> DispatchResult | None:
-        """The recorded state of an exact replay of a finished ``perform``, or ``None``.
-
-        One plain read: the operation admitted for ``proposal_id`` if it exists, belongs to the
-        context's actor, was admitted with ``approval_id`` (when one is named) and is past READY.
-        Anything else (not admitted, READY, another actor, another approval) returns ``None``
-        and the caller takes the full path, which decides it.
-        """
-        return reads.recorded_for_proposal(self.store, context, proposal_id, approval_id)
-
     def list_operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
         """The tenant's most recent operations, newest first (``limit``: 1 to 10,000)."""
         return reads.list_operations(self.store, context, limit=limit)

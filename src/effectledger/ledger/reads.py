@@ -22,7 +22,7 @@ from effectledger.model import (
     validate_limit,
 )
 from effectledger.rows import attempt_from_row, operation_from_row, result_from_row
-from effectledger.store import Store
+from effectledger.store import Row, Store
 
 __all__ = [
     "attempts",
@@ -30,7 +30,7 @@ __all__ = [
     "get",
     "list_operations",
     "ready_operations",
-    "recorded_for_proposal",
+    "replayed_result",
     "status",
 ]
 
@@ -60,13 +60,14 @@ def status(store: Store, context: Context, operation_id: str) -> DispatchResult:
     )
 
 
-def recorded_for_proposal(
-    store: Store, context: Context, proposal_id: str, approval_id: str | None
+def replayed_result(
+    row: Row | None, context: Context, approval_id: str | None
 ) -> DispatchResult | None:
-    """The recorded state of an exact replay of a finished ``perform``, or ``None``."""
-    row = store.one("proposal_replay", {"tenant_id": context.tenant_id, "proposal_id": proposal_id})
+    """The recorded state in a ``proposal_replay`` row when the call is the exact replay of a
+    finished ``perform`` by the same actor (with the same approval, when one is named)."""
     if (
         row is None
+        or row["state"] is None  # nothing admitted yet
         or row["requester_id"] != context.actor_id
         or row["state"] == OperationState.READY.value
         or (approval_id is not None and row["approval_id"] != approval_id)

@@ -204,11 +204,11 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND proposal_id = :proposal
 SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 
 -- name: proposal_replay
--- A repeated perform's one read: the operation admitted for a proposal, if any.
-SELECT o.operation_id, o.requester_id, o.state, o.provider_reference, o.active_attempt_id,
-       o.approval_id
+-- A perform's first read: the proposal and the operation admitted for it, if any. A repeated
+-- perform ends here; a first one admits the proposal read here.
+SELECT p.*, o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id
 FROM proposals AS p
-JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
 WHERE p.tenant_id = :tenant_id AND p.proposal_id = :proposal_id;
 
 -- name: proposal_decision
