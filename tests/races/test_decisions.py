@@ -113,6 +113,8 @@ def test_an_id_held_by_a_proposal_cannot_be_admitted_by_another_actor(
             admission_reference="ticket/1",
         )
     assert count_rows(store_url, "operations") == 0
+    admitted = "event_type = 'OperationAdmitted'"
+    assert count_rows(store_url, "audit_events", admitted) == 0  # nor its event
     result = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
     assert result.outcome == "performed"
 

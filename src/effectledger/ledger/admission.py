@@ -163,14 +163,15 @@ def insert_operation_row(
         details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
         insert=False,
     )
+    # One statement inserts the row and, only if it did, its event.
     inserted = tx.one(
         "operation_insert",
         {
             **draft,
+            **event,
             "idempotency_key": f"el-{new_id()}",
             "event_sequence": sequence,
             "now_us": at_us,
-            "event_hash": event["event_hash"],
         },
     )
     if inserted is None:  # admitted before, or a concurrent admission won: compare with it
@@ -179,11 +180,11 @@ def insert_operation_row(
             raise NotFound("operation vanished during admission")
         return existing, False
     if own_trail and head is not None and tx.one("proposal_for_operation", trail):
+        # Raised inside the transaction: the row and its event are rolled back with it.
         raise OperationIdTaken(
             f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
             operation_id=draft["operation_id"],
         )
-    tx.run("event_insert", event)
     return inserted, True
 
 

@@ -67,8 +67,15 @@ class _Transaction:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         refuse_unstorable_text(params)
-        row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
-        return row
+        steps = self._compound.get(name)
+        if steps is None:
+            row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
+            return row
+        # A query of several statements answers with its first one, run to its end first.
+        rows = self._connection.execute(steps[0], params).fetchall()
+        for statement in steps[1:]:
+            self._connection.execute(statement, params)
+        return rows[0] if rows else None
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
         refuse_unstorable_text(params)

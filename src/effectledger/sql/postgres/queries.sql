@@ -15,20 +15,33 @@ SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(scope)s,
 SELECT max(version) AS version FROM schema_migrations;
 
 -- name: operation_insert
--- The inserted row, or no row if the operation id is taken (then read the one that is).
-INSERT INTO operations (
-    tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
-    fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
-    state, version, event_sequence, created_us, updated_us, last_event_hash, proposal_id,
-    approval_id, pool, units
-) VALUES (
-    %(tenant_id)s, %(operation_id)s, %(requester_id)s, %(revision)s, %(action)s, %(contract_version)s, %(command_json)s,
-    %(fingerprint)s, %(admission_reference)s, %(destination_account)s, %(destination_endpoint)s,
-    %(idempotency_key)s, 'READY', 1, %(event_sequence)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
-    %(approval_id)s, %(pool)s, %(units)s
+-- An admission's operation and its OperationAdmitted event in one statement: the inserted row,
+-- or no row if the operation id is taken (then read the one that is), and then the event is not
+-- appended either.
+WITH inserted AS (
+    INSERT INTO operations (
+        tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
+        fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
+        state, version, event_sequence, created_us, updated_us, last_event_hash, proposal_id,
+        approval_id, pool, units
+    ) VALUES (
+        %(tenant_id)s, %(operation_id)s, %(requester_id)s, %(revision)s, %(action)s, %(contract_version)s, %(command_json)s,
+        %(fingerprint)s, %(admission_reference)s, %(destination_account)s, %(destination_endpoint)s,
+        %(idempotency_key)s, 'READY', 1, %(event_sequence)s, %(now_us)s, %(now_us)s, %(event_hash)s, %(proposal_id)s,
+        %(approval_id)s, %(pool)s, %(units)s
+    )
+    ON CONFLICT (tenant_id, operation_id) DO NOTHING
+    RETURNING *
+), logged AS (
+    INSERT INTO audit_events (
+        event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+        evidence_reference, details_json, observation_id, prev_hash, event_hash
+    )
+    SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(sequence)s, %(actor)s, %(event_type)s,
+           %(recorded_us)s, %(evidence_reference)s, %(details_json)s, %(observation_id)s, %(prev_hash)s, %(event_hash)s
+    FROM inserted
 )
-ON CONFLICT (tenant_id, operation_id) DO NOTHING
-RETURNING *;
+SELECT * FROM inserted;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;

@@ -12,7 +12,9 @@
 SELECT max(version) AS version FROM schema_migrations;
 
 -- name: operation_insert
--- The inserted row, or no row if the operation id is taken (then read the one that is).
+-- An admission's operation and its OperationAdmitted event. Two statements run in order in the
+-- caller's transaction; the answer is the first one's: the inserted row, or no row if the
+-- operation id is taken (then read the one that is), and then the event is not appended either.
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -26,6 +28,13 @@ INSERT INTO operations (
 )
 ON CONFLICT (tenant_id, operation_id) DO NOTHING
 RETURNING *;
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+)
+SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :sequence, :actor, :event_type,
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+WHERE changes() = 1;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
