@@ -105,6 +105,7 @@ def record_in(
         store_evidence(tx, attempt.tenant_id, observation.evidence, now_us=now_us(ledger.clock))
     owns_state = row["active_attempt_id"] == attempt.attempt_id and row["state"] in _OWNING_STATES
     changes: dict[str, Any] = {}
+    observed: dict[str, Any] | None = None  # stored on the attempt with the step, if it owns it
     if owns_state:
         new_state = _STATE_BY_OUTCOME[observation.outcome]
         if row["state"] == OperationState.MANUAL_REVIEW.value and (
@@ -116,15 +117,10 @@ def record_in(
             changes["provider_reference"] = observation.provider_reference
         if reconciled and observation.outcome is Outcome.UNKNOWN:
             changes["inconclusive_lookups"] = int(row["inconclusive_lookups"]) + 1
-        tx.run(
-            "attempt_observe",
-            {
-                **attempt_key,
-                "observation": observation.outcome.value,
-                "provider_reference": observation.provider_reference,
-                "evidence_reference": observation.evidence_reference,
-            },
-        )
+        observed = {
+            "observation": observation.outcome.value,
+            "observed_reference": observation.provider_reference,
+        }
     updated = write_transition(
         tx,
         row,
@@ -135,6 +131,7 @@ def record_in(
         evidence_reference=observation.evidence_reference,
         details=_details(observation, problem, reported),
         observation_id=observation.observation_id,
+        observed=observed,
         **changes,
     )
     crash_point("inside_record")

@@ -139,9 +139,13 @@ def write_transition(
     evidence_reference: str | None = None,
     details: Mapping[str, Any] | None = None,
     observation_id: str | None = None,
+    observed: Mapping[str, Any] | None = None,
     **changes: Any,
 ) -> dict[str, Any]:
     """Apply ``changes`` to the operation under its version and append one event; the new row.
+
+    ``observed`` (``observation`` and ``observed_reference``) is the active attempt's answer,
+    stored on the attempt in the same statement (``operation_step_observed``).
 
     The update is guarded by the operation's ``version`` (its concurrency token, which moves
     only when ``changes`` change something) and by its ``event_sequence`` (the head of its
@@ -174,7 +178,11 @@ def write_transition(
     }
     # One statement moves the row under its guards and appends the event only if it moved.
     event, params = _chained(tx, row, fields, new_version, said)
-    if tx.run("operation_step", params) != 1:
+    step = "operation_step"
+    if observed is not None:
+        step = "operation_step_observed"
+        params.update(observed)
+    if tx.run(step, params) != 1:
         # Nothing was written: the row moved since it was read. Read its head again, locked
         # so that nothing moves it further, and chain after it if only its trail grew.
         row = _locked_head(tx, row)

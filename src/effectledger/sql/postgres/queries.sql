@@ -114,6 +114,43 @@ SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequ
        %(observation_id)s, %(prev_hash)s, %(event_hash)s
 FROM moved;
 
+-- name: operation_step_observed
+-- operation_step after storing the active attempt's observation: what a recorded reply that
+-- owns the operation's state writes. The attempt is updated even when the row's guard fails; the
+-- caller then steps again after the moved head or rolls the whole transaction back.
+WITH observed AS (
+    UPDATE attempts SET
+        observation = %(observation)s,
+        provider_reference = %(observed_reference)s,
+        evidence_reference = %(evidence_reference)s
+    WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND attempt_id = %(attempt_id)s
+    RETURNING 1
+), moved AS (
+    UPDATE operations SET
+        state = %(state)s,
+        active_attempt_id = %(active_attempt_id)s,
+        provider_reference = %(provider_reference)s,
+        inconclusive_lookups = %(inconclusive_lookups)s,
+        retries_authorized = %(retries_authorized)s,
+        review_owner = %(review_owner)s,
+        review_deadline_us = %(review_deadline_us)s,
+        version = %(new_version)s,
+        event_sequence = %(new_sequence)s,
+        last_event_hash = %(event_hash)s,
+        updated_us = %(now_us)s
+    WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
+      AND version = %(version)s AND event_sequence = %(sequence)s
+    RETURNING 1
+)
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+)
+SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequence)s,
+       %(actor)s, %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
+       %(observation_id)s, %(prev_hash)s, %(event_hash)s
+FROM moved;
+
 -- name: operations_list
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s
 ORDER BY created_us DESC, operation_id LIMIT %(limit)s;
@@ -157,14 +194,6 @@ WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 -- name: attempts_for_operation
 SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 ORDER BY prepared_us, attempt_id;
-
--- name: attempt_observe
-UPDATE attempts SET
-    observation = %(observation)s,
-    provider_reference = %(provider_reference)s,
-    evidence_reference = %(evidence_reference)s
-WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
-  AND attempt_id = %(attempt_id)s;
 
 -- name: attempt_reschedule
 UPDATE attempts SET recover_after_us = %(recover_after_us)s

@@ -98,6 +98,37 @@ SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor,
        :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
 WHERE changes() = 1;
 
+-- name: operation_step_observed
+-- operation_step after storing the active attempt's observation: what a recorded reply that
+-- owns the operation's state writes. The attempt is updated even when the row's guard fails; the
+-- caller then steps again after the moved head or rolls the whole transaction back.
+UPDATE attempts SET
+    observation = :observation,
+    provider_reference = :observed_reference,
+    evidence_reference = :evidence_reference
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
+UPDATE operations SET
+    state = :state,
+    active_attempt_id = :active_attempt_id,
+    provider_reference = :provider_reference,
+    inconclusive_lookups = :inconclusive_lookups,
+    retries_authorized = :retries_authorized,
+    review_owner = :review_owner,
+    review_deadline_us = :review_deadline_us,
+    version = :new_version,
+    event_sequence = :new_sequence,
+    last_event_hash = :event_hash,
+    updated_us = :now_us
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :version
+  AND event_sequence = :sequence;
+INSERT INTO audit_events (
+    event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
+    evidence_reference, details_json, observation_id, prev_hash, event_hash
+)
+SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor, :event_type,
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+WHERE changes() = 1;
+
 -- name: operations_list
 SELECT * FROM operations WHERE tenant_id = :tenant_id
 ORDER BY created_us DESC, operation_id LIMIT :limit;
@@ -139,13 +170,6 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :
 -- name: attempts_for_operation
 SELECT * FROM attempts WHERE tenant_id = :tenant_id AND operation_id = :operation_id
 ORDER BY prepared_us, attempt_id;
-
--- name: attempt_observe
-UPDATE attempts SET
-    observation = :observation,
-    provider_reference = :provider_reference,
-    evidence_reference = :evidence_reference
-WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND attempt_id = :attempt_id;
 
 -- name: attempt_reschedule
 UPDATE attempts SET recover_after_us = :recover_after_us
