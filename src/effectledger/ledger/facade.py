@@ -21,14 +21,12 @@ import effectledger.ledger.reconciliation as reconciliation
 from effectledger._failpoints import crash_point
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import CommitUncertain
-from effectledger.events.record import event_from_row
 from effectledger.ledger.settings import (
     DISPATCH_WORKER,
     RECOVERY_WORKER,
     DueWork,
     LedgerSettings,
 )
-from effectledger.ledger.trail import key
 from effectledger.model import (
     Attempt,
     AuditEvent,
@@ -40,7 +38,6 @@ from effectledger.model import (
     Operation,
     PreparedAttempt,
     validate_identifier,
-    validate_limit,
 )
 from effectledger.store import Store
 
@@ -352,17 +349,11 @@ class Ledger:
         acknowledgement is lost, the reservations are read back once the operations settle and
         only those found stored are returned; the others are still due for the next pass.
         """
-        return reconciliation.reserve_due(
-            self,
-            destination,
-            limit=validate_limit(limit),
-            actor=actor,
-        )
+        return reconciliation.reserve_due(self, destination, limit=limit, actor=actor)
 
     def needs_review(self, tenant_id: str, operation_id: str) -> bool:
         """Whether inconclusive lookups have used up the budget for this operation."""
-        row = self.store.one("operation_get", key(tenant_id, operation_id))
-        return row is not None and reconciliation.spent(self.settings, row)
+        return reconciliation.needs_review(self, tenant_id, operation_id)
 
     def escalate(
         self,
@@ -375,12 +366,7 @@ class Ledger:
     ) -> DispatchResult:
         """Move an unresolved operation to MANUAL_REVIEW with an owner and a deadline."""
         return reconciliation.escalate(
-            self,
-            tenant_id,
-            operation_id,
-            reason=reason,
-            owner=validate_identifier(owner or self.settings.review_owner, "owner"),
-            actor=actor,
+            self, tenant_id, operation_id, reason=reason, owner=owner, actor=actor
         )
 
     def authorize_retry(
@@ -392,14 +378,7 @@ class Ledger:
         operation, command, destination and idempotency key are kept. An operation that used
         its retries is refused with ``invalid_transition`` (``reason="retry_budget_exhausted"``).
         """
-        body = functools.partial(
-            reconciliation.authorize_retry_in,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            max_retries=max_retries,
-        )
-        return self.store.write(body, label="authorize_retry")
+        return reconciliation.authorize_retry(self, context, operation_id, max_retries=max_retries)
 
     # -- corrections ---------------------------------------------------------------------
 
@@ -413,13 +392,6 @@ class Ledger:
         change. Only a context with the :data:`AUDITOR_ROLE` role may correct
         (:class:`NotPermitted` otherwise), and only an event of the same tenant and operation.
         """
-        corrections.check_correction(context, operation_id, event_id, reason)
-        body = functools.partial(
-            corrections.correct_event_in,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            event_id=event_id,
-            reason=reason,
+        return corrections.correct_event(
+            self, context, operation_id, event_id=event_id, reason=reason
         )
-        return event_from_row(self.store.write(body, label="correct_event"))
