@@ -172,43 +172,55 @@ def _state_after(event_type: str, state: OperationState | None) -> OperationStat
         return None
 
 
+# The sentences of the events recorded around admission. ``{at}``, ``{actor}`` and ``{evidence}``
+# come from the event; every other field is its detail of that name ("?" when it is missing).
+_AUTHORITY_SENTENCES: dict[str, str] = {
+    EventType.PROPOSAL_RECORDED: (
+        "At {at}, {actor} proposed it as proposal {proposal_id} with digest {digest} for {units} "
+        "unit(s){evidence}; nothing was authorized by proposing."
+    ),
+    EventType.APPROVAL_GRANTED: (
+        "At {at}, {actor} approved exactly the proposal with digest {digest} "
+        "(approval {approval_id})."
+    ),
+    EventType.APPROVAL_DENIED: (
+        "At {at}, {actor} denied the proposal with digest {digest} "
+        "(decision {approval_id}); a denial is final."
+    ),
+    EventType.PREAUTHORIZATION_APPLIED: (
+        "At {at}, the standing decision {actor} covered the proposal with digest {digest} "
+        "(approval {approval_id}); no person approved it."
+    ),
+    EventType.ADMISSION_DENIED: (
+        "At {at}, {actor} asked to admit it and was refused because {reason}; nothing was spent."
+    ),
+    EventType.CAPACITY_LIMIT_SET: (
+        "At {at}, {actor} set the limit of pool {pool} to {limit_units} unit(s) "
+        "(before: {previous_units})."
+    ),
+}
+_MISSING_DETAILS: dict[str, Any] = {
+    "units": 0,
+    "reason": "no reason was recorded",
+    "previous_units": None,
+}
+
+
+class _Fields(dict[str, str]):
+    """An event's fields for a sentence template, its details filled in as they are asked for."""
+
+    def __init__(self, event: AuditEvent, at: str) -> None:
+        super().__init__(at=at, actor=event.actor, evidence=_evidence(event))
+        self._details = event.details
+
+    def __missing__(self, name: str) -> str:
+        return _value(self._details.get(name, _MISSING_DETAILS.get(name, "?")))
+
+
 def _authority(event: AuditEvent, at: str) -> str | None:
     """The sentence of an event recorded around admission, or ``None`` for other kinds."""
-    actor, details, kind = event.actor, event.details, event.event_type
-    digest = _value(details.get("digest", "?"))
-    if kind == EventType.PROPOSAL_RECORDED:
-        return (
-            f"At {at}, {actor} proposed it as proposal {_value(details.get('proposal_id', '?'))} "
-            f"with digest {digest} for {_value(details.get('units', 0))} unit(s)"
-            f"{_evidence(event)}; nothing was authorized by proposing."
-        )
-    if kind == EventType.APPROVAL_GRANTED:
-        return (
-            f"At {at}, {actor} approved exactly the proposal with digest {digest} "
-            f"(approval {_value(details.get('approval_id', '?'))})."
-        )
-    if kind == EventType.APPROVAL_DENIED:
-        return (
-            f"At {at}, {actor} denied the proposal with digest {digest} "
-            f"(decision {_value(details.get('approval_id', '?'))}); a denial is final."
-        )
-    if kind == EventType.PREAUTHORIZATION_APPLIED:
-        return (
-            f"At {at}, the standing decision {actor} covered the proposal with digest {digest} "
-            f"(approval {_value(details.get('approval_id', '?'))}); no person approved it."
-        )
-    if kind == EventType.ADMISSION_DENIED:
-        return (
-            f"At {at}, {actor} asked to admit it and was refused because "
-            f"{_value(details.get('reason', 'no reason was recorded'))}; nothing was spent."
-        )
-    if kind == EventType.CAPACITY_LIMIT_SET:
-        return (
-            f"At {at}, {actor} set the limit of pool {_value(details.get('pool', '?'))} to "
-            f"{_value(details.get('limit_units', '?'))} unit(s) (before: "
-            f"{_value(details.get('previous_units'))})."
-        )
-    return None
+    template = _AUTHORITY_SENTENCES.get(event.event_type)
+    return None if template is None else template.format_map(_Fields(event, at))
 
 
 def _generic(event: AuditEvent, at: str) -> str:
