@@ -76,11 +76,6 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('fingerprint', '?'))}) on the authority of "
             f"{event.evidence_reference or 'an unrecorded decision'}."
         )
-    if kind == EventType.ATTEMPT_PREPARED:
-        return (
-            f"At {at}, {actor} claimed it for {_attempt(event)} and committed the claim before "
-            "contacting the destination."
-        )
     if kind in (EventType.PROVIDER_ACCEPTANCE_CONFIRMED, EventType.PROVIDER_ACCEPTANCE_RECONCILED):
         how = (
             "a lookup by the persisted idempotency key found that the destination had accepted"
@@ -90,17 +85,6 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
         return (
             f"At {at}, {how} {_attempt(event)} with provider reference "
             f"{_value(details.get('provider_reference', 'none'))}{_evidence(event)}."
-        )
-    if kind == EventType.PERMANENT_REJECTION:
-        return (
-            f"At {at}, the destination permanently rejected {_attempt(event)}{_evidence(event)}; "
-            "the effect did not happen."
-        )
-    if kind == EventType.RETRYABLE_REJECTION:
-        return (
-            f"At {at}, the destination rejected {_attempt(event)} as retryable"
-            f"{_evidence(event)}; the effect did not happen and a retry needs explicit "
-            "authorization."
         )
     if kind == EventType.SUBMISSION_OUTCOME_UNKNOWN:
         unrecordable = details.get("unrecordable")
@@ -134,12 +118,6 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('owner', 'an unnamed owner'))}{due}, because "
             f"{_value(details.get('reason', 'no reason was recorded'))}."
         )
-    if kind == EventType.RETRY_AUTHORIZED:
-        return (
-            f"At {at}, {actor} authorized retry {_value(details.get('retry', '?'))} of "
-            f"{_value(details.get('max_retries', '?'))}; the operation returned to READY with the "
-            "same idempotency key."
-        )
     if kind == EventType.OPERATION_RELEASED:
         reason = details.get("reason")
         why = f" because {_value(reason)}" if reason is not None else ""
@@ -157,7 +135,7 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('reason', 'no reason was recorded'))}. The corrected event "
             "itself is unchanged."
         )
-    return _authority(event, at) or _generic(event, at)
+    return _templated(event, at) or _generic(event, at)
 
 
 def _state_after(event_type: str, state: OperationState | None) -> OperationState | None:
@@ -172,9 +150,25 @@ def _state_after(event_type: str, state: OperationState | None) -> OperationStat
         return None
 
 
-# The sentences of the events recorded around admission. ``{at}``, ``{actor}`` and ``{evidence}``
+# The sentences that are one template. ``{at}``, ``{actor}``, ``{attempt}`` and ``{evidence}``
 # come from the event; every other field is its detail of that name ("?" when it is missing).
-_AUTHORITY_SENTENCES: dict[str, str] = {
+_SENTENCES: dict[str, str] = {
+    EventType.ATTEMPT_PREPARED: (
+        "At {at}, {actor} claimed it for {attempt} and committed the claim before contacting the "
+        "destination."
+    ),
+    EventType.PERMANENT_REJECTION: (
+        "At {at}, the destination permanently rejected {attempt}{evidence}; the effect did not "
+        "happen."
+    ),
+    EventType.RETRYABLE_REJECTION: (
+        "At {at}, the destination rejected {attempt} as retryable{evidence}; the effect did not "
+        "happen and a retry needs explicit authorization."
+    ),
+    EventType.RETRY_AUTHORIZED: (
+        "At {at}, {actor} authorized retry {retry} of {max_retries}; the operation returned to "
+        "READY with the same idempotency key."
+    ),
     EventType.PROPOSAL_RECORDED: (
         "At {at}, {actor} proposed it as proposal {proposal_id} with digest {digest} for {units} "
         "unit(s){evidence}; nothing was authorized by proposing."
@@ -210,16 +204,18 @@ class _Fields(dict[str, str]):
     """An event's fields for a sentence template, its details filled in as they are asked for."""
 
     def __init__(self, event: AuditEvent, at: str) -> None:
-        super().__init__(at=at, actor=event.actor, evidence=_evidence(event))
+        super().__init__(
+            at=at, actor=event.actor, attempt=_attempt(event), evidence=_evidence(event)
+        )
         self._details = event.details
 
     def __missing__(self, name: str) -> str:
         return _value(self._details.get(name, _MISSING_DETAILS.get(name, "?")))
 
 
-def _authority(event: AuditEvent, at: str) -> str | None:
-    """The sentence of an event recorded around admission, or ``None`` for other kinds."""
-    template = _AUTHORITY_SENTENCES.get(event.event_type)
+def _templated(event: AuditEvent, at: str) -> str | None:
+    """The sentence of an event whose kind has a template, or ``None`` for other kinds."""
+    template = _SENTENCES.get(event.event_type)
     return None if template is None else template.format_map(_Fields(event, at))
 
 

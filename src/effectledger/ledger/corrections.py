@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 from effectledger.errors import InvalidInput, NotFound, NotPermitted
 from effectledger.events.record import event_from_row
 from effectledger.ledger.checks import reference
@@ -62,12 +60,10 @@ def correct_event(
 ) -> AuditEvent:
     """Correct ``event_id`` in its own transaction (see :meth:`Ledger.correct_event`)."""
     check_correction(context, operation_id, event_id, reason)
-    body = functools.partial(
-        correct_event_in,
-        ledger=ledger,
-        context=context,
-        operation_id=operation_id,
-        event_id=event_id,
-        reason=reason,
+    row = ledger.store.write(
+        lambda tx: correct_event_in(
+            tx, ledger, context, operation_id, event_id=event_id, reason=reason
+        ),
+        label="correct_event",
     )
-    return event_from_row(ledger.store.write(body, label="correct_event"))
+    return event_from_row(row)

@@ -174,17 +174,13 @@ class Ledger:
         """
         validate_identifier(operation_id, "operation_id")
         validate_identifier(attempt_id, "attempt_id")
-        body = functools.partial(
-            claims.claim_locked,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-            executor_id=executor_id,
-            bound_to=bound_to,
-            expected_version=expected_version,
-        )
-        prepared = self.store.write(body, label="claim")
+        prepared = self.store.write(
+            lambda tx: claims.claim_locked(
+                tx, self, context, operation_id, attempt_id=attempt_id, executor_id=executor_id,
+                bound_to=bound_to, expected_version=expected_version,
+            ),
+            label="claim",
+        )  # fmt: skip
         if prepared is not None:
             crash_point("after_claim")
         return prepared
@@ -259,15 +255,12 @@ class Ledger:
         state and whether this call released it: if the operation moved on meanwhile, nothing
         changes and its current state is returned with ``False``.
         """
-        body = functools.partial(
-            claims.release_in,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            reason=reason,
-            expected_version=expected_version,
+        return self.store.write(
+            lambda tx: claims.release_in(
+                tx, self, context, operation_id, reason=reason, expected_version=expected_version
+            ),
+            label="release",
         )
-        return self.store.write(body, label="release")
 
     def committed_claim(
         self, tenant_id: str, operation_id: str, attempt_id: str
@@ -278,13 +271,10 @@ class Ledger:
         changed the operation is still open (the lost COMMIT has then either landed or not),
         then reads. ``None`` proves the claim is not there to act on; submit nothing then.
         """
-        body = functools.partial(
-            claims.committed_claim_in,
-            tenant_id=tenant_id,
-            operation_id=operation_id,
-            attempt_id=attempt_id,
+        return self.store.write(
+            lambda tx: claims.committed_claim_in(tx, tenant_id, operation_id, attempt_id),
+            label="committed_claim",
         )
-        return self.store.write(body, label="committed_claim")
 
     # -- outcomes ------------------------------------------------------------------------
 

@@ -340,14 +340,10 @@ def authorize_retry(
     ledger: LedgerParts, context: Context, operation_id: str, *, max_retries: int
 ) -> DispatchResult:
     """Authorize a retry in its own transaction (see :meth:`Ledger.authorize_retry`)."""
-    body = functools.partial(
-        authorize_retry_in,
-        ledger=ledger,
-        context=context,
-        operation_id=operation_id,
-        max_retries=max_retries,
+    return ledger.store.write(
+        lambda tx: authorize_retry_in(tx, ledger, context, operation_id, max_retries=max_retries),
+        label="authorize_retry",
     )
-    return ledger.store.write(body, label="authorize_retry")
 
 
 def authorize_retry_in(
