@@ -16,6 +16,7 @@ from typing import Any
 from effectledger.canonical import digest_matches
 from effectledger.errors import InvalidInput, TamperedProposal
 from effectledger.model import DestinationRef, from_micros, to_micros
+from effectledger.rows import destination_from_row
 from effectledger.store import Row
 
 __all__ = [
@@ -199,9 +200,7 @@ def proposal_from_row(row: Row) -> Proposal:
         arguments=json.loads(row["arguments_json"]),
         units=int(row["units"]),
         pool=row["pool"],
-        destination=DestinationRef(
-            account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-        ),
+        destination=destination_from_row(row),
         policy_version=row["policy_version"],
         expires_at=from_micros(int(row["expires_us"])),
         correlation=json.loads(row["correlation_json"]),

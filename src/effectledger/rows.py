@@ -7,6 +7,7 @@ records here so that a column is read one way everywhere.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from effectledger.model import (
     Attempt,
@@ -20,7 +21,26 @@ from effectledger.model import (
 )
 from effectledger.store import Row
 
-__all__ = ["attempt_from_row", "command_from_row", "operation_from_row", "result_from_row"]
+__all__ = [
+    "attempt_from_row",
+    "command_from_row",
+    "destination_from_row",
+    "operation_from_row",
+    "optional_time",
+    "result_from_row",
+]
+
+
+def optional_time(micros: int | None) -> datetime | None:
+    """The time of a nullable microsecond column (``None`` stays ``None``)."""
+    return None if micros is None else from_micros(int(micros))
+
+
+def destination_from_row(row: Row) -> DestinationRef:
+    """The destination a row is bound to (its ``destination_account`` and ``_endpoint``)."""
+    return DestinationRef(
+        account_id=row["destination_account"], endpoint=row["destination_endpoint"]
+    )
 
 
 def command_from_row(row: Row) -> Command:
@@ -35,7 +55,6 @@ def command_from_row(row: Row) -> Command:
 
 def operation_from_row(row: Row) -> Operation:
     """An ``operations`` row as an :class:`Operation`."""
-    deadline = row["review_deadline_us"]
     return Operation(
         tenant_id=row["tenant_id"],
         operation_id=row["operation_id"],
@@ -44,9 +63,7 @@ def operation_from_row(row: Row) -> Operation:
         command=command_from_row(row),
         fingerprint=row["fingerprint"],
         admission_reference=row["admission_reference"],
-        destination=DestinationRef(
-            account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-        ),
+        destination=destination_from_row(row),
         idempotency_key=row["idempotency_key"],
         state=OperationState(row["state"]),
         version=int(row["version"]),
@@ -55,7 +72,7 @@ def operation_from_row(row: Row) -> Operation:
         inconclusive_lookups=int(row["inconclusive_lookups"]),
         retries_authorized=int(row["retries_authorized"]),
         review_owner=row["review_owner"],
-        review_deadline=None if deadline is None else from_micros(int(deadline)),
+        review_deadline=optional_time(row["review_deadline_us"]),
         created_at=from_micros(int(row["created_us"])),
         updated_at=from_micros(int(row["updated_us"])),
         last_event_hash=row["last_event_hash"],
@@ -75,9 +92,7 @@ def attempt_from_row(row: Row) -> Attempt:
         operation_id=row["operation_id"],
         attempt_id=row["attempt_id"],
         executor_id=row["executor_id"],
-        destination=DestinationRef(
-            account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-        ),
+        destination=destination_from_row(row),
         idempotency_key=row["idempotency_key"],
         prepared_at=from_micros(int(row["prepared_us"])),
         recover_after=from_micros(int(row["recover_after_us"])),

@@ -76,11 +76,6 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('fingerprint', '?'))}) on the authority of "
             f"{event.evidence_reference or 'an unrecorded decision'}."
         )
-    if kind == EventType.ATTEMPT_PREPARED:
-        return (
-            f"At {at}, {actor} claimed it for {_attempt(event)} and committed the claim before "
-            "contacting the destination."
-        )
     if kind in (EventType.PROVIDER_ACCEPTANCE_CONFIRMED, EventType.PROVIDER_ACCEPTANCE_RECONCILED):
         how = (
             "a lookup by the persisted idempotency key found that the destination had accepted"
@@ -90,17 +85,6 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
         return (
             f"At {at}, {how} {_attempt(event)} with provider reference "
             f"{_value(details.get('provider_reference', 'none'))}{_evidence(event)}."
-        )
-    if kind == EventType.PERMANENT_REJECTION:
-        return (
-            f"At {at}, the destination permanently rejected {_attempt(event)}{_evidence(event)}; "
-            "the effect did not happen."
-        )
-    if kind == EventType.RETRYABLE_REJECTION:
-        return (
-            f"At {at}, the destination rejected {_attempt(event)} as retryable"
-            f"{_evidence(event)}; the effect did not happen and a retry needs explicit "
-            "authorization."
         )
     if kind == EventType.SUBMISSION_OUTCOME_UNKNOWN:
         unrecordable = details.get("unrecordable")
@@ -134,12 +118,6 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('owner', 'an unnamed owner'))}{due}, because "
             f"{_value(details.get('reason', 'no reason was recorded'))}."
         )
-    if kind == EventType.RETRY_AUTHORIZED:
-        return (
-            f"At {at}, {actor} authorized retry {_value(details.get('retry', '?'))} of "
-            f"{_value(details.get('max_retries', '?'))}; the operation returned to READY with the "
-            "same idempotency key."
-        )
     if kind == EventType.OPERATION_RELEASED:
         reason = details.get("reason")
         why = f" because {_value(reason)}" if reason is not None else ""
@@ -157,7 +135,7 @@ def _describe(event: AuditEvent, sequences: Mapping[str, int]) -> str:
             f"{_value(details.get('reason', 'no reason was recorded'))}. The corrected event "
             "itself is unchanged."
         )
-    return _authority(event, at) or _generic(event, at)
+    return _templated(event, at) or _generic(event, at)
 
 
 def _state_after(event_type: str, state: OperationState | None) -> OperationState | None:
@@ -172,43 +150,73 @@ def _state_after(event_type: str, state: OperationState | None) -> OperationStat
         return None
 
 
-def _authority(event: AuditEvent, at: str) -> str | None:
-    """The sentence of an event recorded around admission, or ``None`` for other kinds."""
-    actor, details, kind = event.actor, event.details, event.event_type
-    digest = _value(details.get("digest", "?"))
-    if kind == EventType.PROPOSAL_RECORDED:
-        return (
-            f"At {at}, {actor} proposed it as proposal {_value(details.get('proposal_id', '?'))} "
-            f"with digest {digest} for {_value(details.get('units', 0))} unit(s)"
-            f"{_evidence(event)}; nothing was authorized by proposing."
+# The sentences that are one template. ``{at}``, ``{actor}``, ``{attempt}`` and ``{evidence}``
+# come from the event; every other field is its detail of that name ("?" when it is missing).
+_SENTENCES: dict[str, str] = {
+    EventType.ATTEMPT_PREPARED: (
+        "At {at}, {actor} claimed it for {attempt} and committed the claim before contacting the "
+        "destination."
+    ),
+    EventType.PERMANENT_REJECTION: (
+        "At {at}, the destination permanently rejected {attempt}{evidence}; the effect did not "
+        "happen."
+    ),
+    EventType.RETRYABLE_REJECTION: (
+        "At {at}, the destination rejected {attempt} as retryable{evidence}; the effect did not "
+        "happen and a retry needs explicit authorization."
+    ),
+    EventType.RETRY_AUTHORIZED: (
+        "At {at}, {actor} authorized retry {retry} of {max_retries}; the operation returned to "
+        "READY with the same idempotency key."
+    ),
+    EventType.PROPOSAL_RECORDED: (
+        "At {at}, {actor} proposed it as proposal {proposal_id} with digest {digest} for {units} "
+        "unit(s){evidence}; nothing was authorized by proposing."
+    ),
+    EventType.APPROVAL_GRANTED: (
+        "At {at}, {actor} approved exactly the proposal with digest {digest} "
+        "(approval {approval_id})."
+    ),
+    EventType.APPROVAL_DENIED: (
+        "At {at}, {actor} denied the proposal with digest {digest} "
+        "(decision {approval_id}); a denial is final."
+    ),
+    EventType.PREAUTHORIZATION_APPLIED: (
+        "At {at}, the standing decision {actor} covered the proposal with digest {digest} "
+        "(approval {approval_id}); no person approved it."
+    ),
+    EventType.ADMISSION_DENIED: (
+        "At {at}, {actor} asked to admit it and was refused because {reason}; nothing was spent."
+    ),
+    EventType.CAPACITY_LIMIT_SET: (
+        "At {at}, {actor} set the limit of pool {pool} to {limit_units} unit(s) "
+        "(before: {previous_units})."
+    ),
+}
+_MISSING_DETAILS: dict[str, Any] = {
+    "units": 0,
+    "reason": "no reason was recorded",
+    "previous_units": None,
+}
+
+
+class _Fields(dict[str, str]):
+    """An event's fields for a sentence template, its details filled in as they are asked for."""
+
+    def __init__(self, event: AuditEvent, at: str) -> None:
+        super().__init__(
+            at=at, actor=event.actor, attempt=_attempt(event), evidence=_evidence(event)
         )
-    if kind == EventType.APPROVAL_GRANTED:
-        return (
-            f"At {at}, {actor} approved exactly the proposal with digest {digest} "
-            f"(approval {_value(details.get('approval_id', '?'))})."
-        )
-    if kind == EventType.APPROVAL_DENIED:
-        return (
-            f"At {at}, {actor} denied the proposal with digest {digest} "
-            f"(decision {_value(details.get('approval_id', '?'))}); a denial is final."
-        )
-    if kind == EventType.PREAUTHORIZATION_APPLIED:
-        return (
-            f"At {at}, the standing decision {actor} covered the proposal with digest {digest} "
-            f"(approval {_value(details.get('approval_id', '?'))}); no person approved it."
-        )
-    if kind == EventType.ADMISSION_DENIED:
-        return (
-            f"At {at}, {actor} asked to admit it and was refused because "
-            f"{_value(details.get('reason', 'no reason was recorded'))}; nothing was spent."
-        )
-    if kind == EventType.CAPACITY_LIMIT_SET:
-        return (
-            f"At {at}, {actor} set the limit of pool {_value(details.get('pool', '?'))} to "
-            f"{_value(details.get('limit_units', '?'))} unit(s) (before: "
-            f"{_value(details.get('previous_units'))})."
-        )
-    return None
+        self._details = event.details
+
+    def __missing__(self, name: str) -> str:
+        return _value(self._details.get(name, _MISSING_DETAILS.get(name, "?")))
+
+
+def _templated(event: AuditEvent, at: str) -> str | None:
+    """The sentence of an event whose kind has a template, or ``None`` for other kinds."""
+    template = _SENTENCES.get(event.event_type)
+    return None if template is None else template.format_map(_Fields(event, at))
 
 
 def _generic(event: AuditEvent, at: str) -> str:

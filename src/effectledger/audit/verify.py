@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from effectledger.audit.bundle import FORMAT, KIND_LOG, KIND_RECEIPT
+from effectledger.audit.bundle_reader import EventLine
 from effectledger.audit.bundle_scan import (
     BundleScan,
     Source,
@@ -269,46 +270,47 @@ def _numbering(scan: BundleScan) -> list[Finding]:
 
 
 def _receipt_findings(scan: BundleScan, accepted: Sequence[Accepted]) -> list[Finding]:
-    findings: list[Finding] = []
     roots = {a.checkpoint.size: a.checkpoint.root_hash for a in accepted}
+    findings: list[Finding] = []
     for event in scan.receipt_events:
-        if event.event_hash != event.stated_event_hash:
-            findings.append(
-                Finding(
-                    code="event_edited",
-                    message=f"event {event.event_id} no longer matches its recorded hash",
-                    event_id=event.event_id,
-                    position=event.position,
-                    operation_id=event.operation_id,
-                )
-            )
-            continue
-        proof = scan.inclusions.get(event.event_id)
-        problem = None
-        if proof is None:
-            problem = "has no inclusion proof"
-        elif proof.get("position") != event.position or proof.get("size") not in roots:
-            problem = "has a proof for another position or an unsigned tree size"
-        else:
-            path = proof_hashes(proof.get("proof"))
-            try:
-                verify_inclusion(
-                    event.leaf_hash,
-                    event.position,
-                    int(proof["size"]),
-                    path if path is not None else [],
-                    roots[int(proof["size"])],
-                )
-            except ProofError as exc:
-                problem = f"is not proven included: {exc}"
+        problem = _receipt_problem(scan, event, roots)
         if problem is not None:
+            code, what = problem
             findings.append(
                 Finding(
-                    code="inclusion_proof_invalid",
-                    message=f"event {event.event_id} {problem}",
+                    code=code,
+                    message=f"event {event.event_id} {what}",
                     event_id=event.event_id,
                     position=event.position,
                     operation_id=event.operation_id,
                 )
             )
     return findings
+
+
+def _receipt_problem(
+    scan: BundleScan, event: EventLine, roots: dict[int, bytes]
+) -> tuple[str, str] | None:
+    """``(code, what is wrong)`` of one event of a receipt, or ``None`` if it is proven."""
+    if event.event_hash != event.stated_event_hash:
+        return "event_edited", "no longer matches its recorded hash"
+    proof = scan.inclusions.get(event.event_id)
+    if proof is None:
+        return "inclusion_proof_invalid", "has no inclusion proof"
+    if proof.get("position") != event.position or proof.get("size") not in roots:
+        return (
+            "inclusion_proof_invalid",
+            "has a proof for another position or an unsigned tree size",
+        )
+    path = proof_hashes(proof.get("proof"))
+    try:
+        verify_inclusion(
+            event.leaf_hash,
+            event.position,
+            int(proof["size"]),
+            path if path is not None else [],
+            roots[int(proof["size"])],
+        )
+    except ProofError as exc:
+        return "inclusion_proof_invalid", f"is not proven included: {exc}"
+    return None

@@ -28,6 +28,7 @@ from typing import Any
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, NotAuthenticated, NotFound
 from effectledger.model import Context, from_micros, to_micros, validate_identifier
+from effectledger.rows import optional_time
 from effectledger.store import Row, Store
 
 __all__ = ["ApiKey", "ApiKeys", "IssuedKey", "hash_token"]
@@ -80,14 +81,13 @@ class IssuedKey:
 
 
 def _key_from_row(row: Row) -> ApiKey:
-    revoked = row["revoked_us"]
     return ApiKey(
         key_id=row["key_id"],
         tenant_id=row["tenant_id"],
         actor_id=row["actor_id"],
         roles=frozenset(json.loads(row["roles_json"])),
         created_at=from_micros(int(row["created_us"])),
-        revoked_at=None if revoked is None else from_micros(int(revoked)),
+        revoked_at=optional_time(row["revoked_us"]),
     )
 
 

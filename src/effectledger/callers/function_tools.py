@@ -22,7 +22,7 @@ The tools are built on the public API: ``FunctionTools(ledger)`` over the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,6 +217,31 @@ def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
 
 
+def _tool_call_parts(tool_call: Any) -> tuple[str, Any, Any, str]:
+    """``(call id, tool name, arguments, framework)`` of a provider's tool call object."""
+    function = _field(tool_call, "function")
+    kind = _field(tool_call, "type")
+    if function is not None:  # the name and arguments are under "function"
+        id_field, named, arguments_field, framework = "id", function, "arguments", "openai-chat"
+    elif kind == "function_call":
+        id_field, named, arguments_field = "call_id", tool_call, "arguments"
+        framework = "openai-responses"
+    elif kind == "tool_use":
+        id_field, named, arguments_field, framework = "id", tool_call, "input", "anthropic"
+    else:
+        raise InvalidInput("not a tool call of a supported format (OpenAI or Anthropic)")
+    call_id = str(_field(tool_call, id_field))
+    return call_id, _field(named, "name"), _field(named, arguments_field), framework
+
+
+# How a tool result is sent back, by the framework its call came from.
+_ANSWER_FORMATS: dict[str, Callable[[ToolResult, str], dict[str, Any]]] = {
+    "openai-chat": ToolResult.openai_chat_message,
+    "openai-responses": ToolResult.openai_responses_item,
+    "anthropic": ToolResult.anthropic_block,
+}
+
+
 class FunctionTools:
     """The tools of one ledger's declared actions, and the host's dispatch of a tool call.
 
@@ -360,33 +385,11 @@ class FunctionTools:
         ``tool_use`` block (``id``, ``name``, ``input``); returns the tool message, the
         ``function_call_output`` item or the ``tool_result`` block to send back.
         """
-        function = _field(tool_call, "function")
-        kind = _field(tool_call, "type")
-        if function is not None:
-            call_id = str(_field(tool_call, "id"))
-            result = self.call(
-                context,
-                _field(function, "name"),
-                _field(function, "arguments"),
-                correlation=Correlation(tool_call_id=call_id[:256], framework="openai-chat"),
-            )
-            return result.openai_chat_message(call_id)
-        if kind == "function_call":
-            call_id = str(_field(tool_call, "call_id"))
-            result = self.call(
-                context,
-                _field(tool_call, "name"),
-                _field(tool_call, "arguments"),
-                correlation=Correlation(tool_call_id=call_id[:256], framework="openai-responses"),
-            )
-            return result.openai_responses_item(call_id)
-        if kind == "tool_use":
-            call_id = str(_field(tool_call, "id"))
-            result = self.call(
-                context,
-                _field(tool_call, "name"),
-                _field(tool_call, "input"),
-                correlation=Correlation(tool_call_id=call_id[:256], framework="anthropic"),
-            )
-            return result.anthropic_block(call_id)
-        raise InvalidInput("not a tool call of a supported format (OpenAI or Anthropic)")
+        call_id, name, arguments, framework = _tool_call_parts(tool_call)
+        result = self.call(
+            context,
+            name,
+            arguments,
+            correlation=Correlation(tool_call_id=call_id[:256], framework=framework),
+        )
+        return _ANSWER_FORMATS[framework](result, call_id)

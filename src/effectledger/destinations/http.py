@@ -31,7 +31,7 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ from effectledger.destinations.http_exchange import (
     RawAnswer,
     RequestNotSent,
     answer_from_error,
+    classified,
     evidence_of,
     prepare,
     read_async,
@@ -241,21 +242,28 @@ class HttpDestination(BoundDestination):
 
     def submit(self, command: Command, key: str) -> Observation:
         """Send ``command`` under ``key`` and classify the answer (module docstring)."""
+        exchange = self._submit_exchange(command, key)
         try:
-            action, request = self._prepare_submit(command, key)
-        except RequestNotSent as not_sent:
-            return self._not_sent_submit(command, key, not_sent)
-        first_send = self.clock()
-        resends = 0
-        while True:
-            answer = self._send(request, self.submit_deadline_s, action.contract)
-            if not self._may_resend(action.contract, answer, first_send, resends):
-                break
-            resends += 1
-        return self._submit_observation(action, request, key, answer, resends)
+            request = next(exchange)
+            while True:
+                request = exchange.send(self._read(request, self.submit_deadline_s))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     async def submit_async(self, command: Command, key: str) -> Observation:
         """:meth:`submit` on the event loop; the deadline bounds the whole exchange."""
+        exchange = self._submit_exchange(command, key)
+        try:
+            request = next(exchange)
+            while True:
+                request = exchange.send(await self._read_async(request, self.submit_deadline_s))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def _submit_exchange(
+        self, command: Command, key: str
+    ) -> Generator[Prepared, RawAnswer | Answer, Observation]:
+        """A submission without its I/O: yields each request to send and is sent what came back."""
         try:
             action, request = self._prepare_submit(command, key)
         except RequestNotSent as not_sent:
@@ -263,11 +271,10 @@ class HttpDestination(BoundDestination):
         first_send = self.clock()
         resends = 0
         while True:
-            answer = await self._send_async(request, self.submit_deadline_s, action.contract)
+            answer = classified(action.contract, (yield request))
             if not self._may_resend(action.contract, answer, first_send, resends):
-                break
+                return self._submit_observation(action, request, key, answer, resends)
             resends += 1
-        return self._submit_observation(action, request, key, answer, resends)
 
     def _may_resend(
         self, contract: HttpContract, answer: Answer, first_send: float, resends: int
@@ -281,25 +288,21 @@ class HttpDestination(BoundDestination):
         # The resend must be over before the window closes: the window is never extended.
         return self.clock() + self.submit_deadline_s <= window_end
 
-    def _send(self, request: Prepared, deadline_s: float, contract: HttpContract) -> Answer:
+    def _read(self, request: Prepared, deadline_s: float) -> RawAnswer | Answer:
+        """The answer to ``request``, or the classified failure of the exchange."""
         try:
-            raw = read_sync(self._client(), request, self._timeout(deadline_s), deadline_s)
+            return read_sync(self._client(), request, self._timeout(deadline_s), deadline_s)
         except Exception as exc:
             return answer_from_error(exc)
-        outcome, reason = contract.classify(raw.status, raw.body)
-        return Answer.of(raw, outcome, reason)
 
-    async def _send_async(
-        self, request: Prepared, deadline_s: float, contract: HttpContract
-    ) -> Answer:
+    async def _read_async(self, request: Prepared, deadline_s: float) -> RawAnswer | Answer:
+        """:meth:`_read` on the event loop."""
         try:
             # httpx's timeouts bound each phase; asyncio bounds the whole exchange.
             async with asyncio.timeout(deadline_s):
-                raw = await read_async(self._aclient(), request, self._timeout(deadline_s))
+                return await read_async(self._aclient(), request, self._timeout(deadline_s))
         except Exception as exc:
             return answer_from_error(exc)
-        outcome, reason = contract.classify(raw.status, raw.body)
-        return Answer.of(raw, outcome, reason)
 
     def _not_sent_submit(self, command: Command, key: str, not_sent: RequestNotSent) -> Observation:
         answer = Answer(outcome=Outcome.RETRYABLE_REJECTION, reason=not_sent.reason, sent=False)
@@ -330,57 +333,43 @@ class HttpDestination(BoundDestination):
 
     # -- lookup ----------------------------------------------------------------------------
 
-    def _prepare_lookup(self, key: str) -> Prepared:
-        spec = self.lookup_spec
-        return prepare(
-            self._endpoint, spec.method, spec.path, command=None, key=key, headers=self.headers
-        )
-
     def lookup(self, key: str) -> Observation:
         """What the destination did under ``key``: Accepted with its reference, or Unknown.
 
         Raises :class:`LookupNotSent` when the request could not be sent at all.
         """
         request = self._lookup_request(key)
-        try:
-            raw = read_sync(
-                self._client(),
-                request,
-                self._timeout(self.lookup_deadline_s),
-                self.lookup_deadline_s,
-            )
-        except Exception as exc:
-            return self._lookup_failed(request, key, answer_from_error(exc))
-        return self._lookup_observation(request, key, raw)
+        answer = self._read(request, self.lookup_deadline_s)
+        return self._lookup_observation(request, key, answer)
 
     async def lookup_async(self, key: str) -> Observation:
         """:meth:`lookup` on the event loop; the deadline bounds the whole exchange."""
         request = self._lookup_request(key)
-        try:
-            async with asyncio.timeout(self.lookup_deadline_s):
-                raw = await read_async(
-                    self._aclient(), request, self._timeout(self.lookup_deadline_s)
-                )
-        except Exception as exc:
-            return self._lookup_failed(request, key, answer_from_error(exc))
-        return self._lookup_observation(request, key, raw)
+        answer = await self._read_async(request, self.lookup_deadline_s)
+        return self._lookup_observation(request, key, answer)
 
     def _lookup_request(self, key: str) -> Prepared:
+        spec = self.lookup_spec
         try:
-            return self._prepare_lookup(key)
+            return prepare(
+                self._endpoint, spec.method, spec.path, command=None, key=key, headers=self.headers
+            )
         except RequestNotSent as not_sent:
             raise LookupNotSent(not_sent.reason) from None
 
     def _lookup_failed(self, request: Prepared, key: str, answer: Answer) -> Observation:
         if not answer.sent:
             raise LookupNotSent(answer.reason)
-        document = {"source": "lookup", "method": request.method, "url": request.shown_url,
-                    "idempotency_key": key}  # fmt: skip
         return Observation(
-            outcome=Outcome.UNKNOWN, evidence=evidence_of(document, answer, self.evidence_policy)
+            outcome=Outcome.UNKNOWN,
+            evidence=evidence_of(_lookup_document(request, key), answer, self.evidence_policy),
         )
 
-    def _lookup_observation(self, request: Prepared, key: str, raw: RawAnswer) -> Observation:
+    def _lookup_observation(
+        self, request: Prepared, key: str, raw: RawAnswer | Answer
+    ) -> Observation:
+        if isinstance(raw, Answer):
+            return self._lookup_failed(request, key, raw)
         spec = self.lookup_spec
         done = raw.status in spec.found
         if done and spec.state_field is not None:
@@ -388,9 +377,7 @@ class HttpDestination(BoundDestination):
             done = state in spec.done_states
         outcome = Outcome.ACCEPTED if done else Outcome.UNKNOWN
         answer = Answer.of(raw, outcome, f"lookup:{raw.status}" + ("" if done else ":not_proof"))
-        document = {"source": "lookup", "method": request.method, "url": request.shown_url,
-                    "idempotency_key": key}  # fmt: skip
-        evidence = evidence_of(document, answer, self.evidence_policy)
+        evidence = evidence_of(_lookup_document(request, key), answer, self.evidence_policy)
         if not done:
             return Observation(outcome=Outcome.UNKNOWN, evidence=evidence)
         reference = reference_from(raw.body, spec.reference_field, key)
@@ -401,3 +388,9 @@ class HttpDestination(BoundDestination):
             # Two workers reading the same record record it once.
             observation_id="lookup-" + hashlib.sha256(reference.encode()).hexdigest()[:32],
         )
+
+
+def _lookup_document(request: Prepared, key: str) -> dict[str, Any]:
+    """What the evidence of a lookup says was asked."""
+    return {"source": "lookup", "method": request.method, "url": request.shown_url,
+            "idempotency_key": key}  # fmt: skip

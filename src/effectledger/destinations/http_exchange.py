@@ -1,4 +1,4 @@
-"""One HTTP exchange for :mod:`effectledger.destinations.http`: build, send, read, classify errors.
+"""One HTTP exchange for :mod:`effectledger.destinations.http`: build, send, read, classify.
 
 Kept apart from the destination so the sync and async paths share every decision: which
 transport errors prove the request was never sent, how a body is read within the deadline, and
@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
+from effectledger.destinations.http_contract import HttpContract
 from effectledger.destinations.secrets import SecretHeader, SecretUnavailable
 from effectledger.evidence import Evidence, EvidencePolicy, capture
 from effectledger.model import Command, Outcome
@@ -27,6 +28,7 @@ __all__ = [
     "RawAnswer",
     "RequestNotSent",
     "answer_from_error",
+    "classified",
     "evidence_of",
     "prepare",
     "read_async",
@@ -218,6 +220,14 @@ async def read_async(
         await response.aclose()
     return RawAnswer(response.status_code, list(response.headers.items()), _decode(
         response.headers, b"".join(chunks)))  # fmt: skip
+
+
+def classified(contract: HttpContract, raw: RawAnswer | Answer) -> Answer:
+    """``raw`` classified by ``contract`` (a failed exchange is classified already)."""
+    if isinstance(raw, Answer):
+        return raw
+    outcome, reason = contract.classify(raw.status, raw.body)
+    return Answer.of(raw, outcome, reason)
 
 
 def answer_from_error(exc: Exception) -> Answer:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from effectledger.errors import InvalidInput, NotFound, NotPermitted
+from effectledger.events.record import event_from_row
 from effectledger.ledger.checks import reference
 from effectledger.ledger.settings import AUDITOR_ROLE, LedgerParts
 from effectledger.ledger.trail import key, now_us, write_transition
-from effectledger.model import Context, validate_identifier
+from effectledger.model import AuditEvent, Context, validate_identifier
 from effectledger.store import Row, Transaction
 from effectledger.transitions import EventType
 
-__all__ = ["check_correction", "correct_event_in"]
+__all__ = ["check_correction", "correct_event", "correct_event_in"]
 
 
 def check_correction(context: Context, operation_id: str, event_id: str, reason: str) -> None:
@@ -52,3 +53,17 @@ def correct_event_in(
     if written is None:  # pragma: no cover - written in this transaction
         raise NotFound("the correction vanished")
     return written
+
+
+def correct_event(
+    ledger: LedgerParts, context: Context, operation_id: str, *, event_id: str, reason: str
+) -> AuditEvent:
+    """Correct ``event_id`` in its own transaction (see :meth:`Ledger.correct_event`)."""
+    check_correction(context, operation_id, event_id, reason)
+    row = ledger.store.write(
+        lambda tx: correct_event_in(
+            tx, ledger, context, operation_id, event_id=event_id, reason=reason
+        ),
+        label="correct_event",
+    )
+    return event_from_row(row)

@@ -21,14 +21,12 @@ import effectledger.ledger.reconciliation as reconciliation
 from effectledger._failpoints import crash_point
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import CommitUncertain
-from effectledger.events.record import event_from_row
 from effectledger.ledger.settings import (
     DISPATCH_WORKER,
     RECOVERY_WORKER,
     DueWork,
     LedgerSettings,
 )
-from effectledger.ledger.trail import key
 from effectledger.model import (
     Attempt,
     AuditEvent,
@@ -40,7 +38,6 @@ from effectledger.model import (
     Operation,
     PreparedAttempt,
     validate_identifier,
-    validate_limit,
 )
 from effectledger.store import Store
 
@@ -165,17 +162,13 @@ class Ledger:
         """
         validate_identifier(operation_id, "operation_id")
         validate_identifier(attempt_id, "attempt_id")
-        body = functools.partial(
-            claims.claim_locked,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-            executor_id=executor_id,
-            bound_to=bound_to,
-            expected_version=expected_version,
-        )
-        prepared = self.store.write(body, label="claim")
+        prepared = self.store.write(
+            lambda tx: claims.claim_locked(
+                tx, self, context, operation_id, attempt_id=attempt_id, executor_id=executor_id,
+                bound_to=bound_to, expected_version=expected_version,
+            ),
+            label="claim",
+        )  # fmt: skip
         if prepared is not None:
             crash_point("after_claim")
         return prepared
@@ -250,15 +243,12 @@ class Ledger:
         state and whether this call released it: if the operation moved on meanwhile, nothing
         changes and its current state is returned with ``False``.
         """
-        body = functools.partial(
-            claims.release_in,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            reason=reason,
-            expected_version=expected_version,
+        return self.store.write(
+            lambda tx: claims.release_in(
+                tx, self, context, operation_id, reason=reason, expected_version=expected_version
+            ),
+            label="release",
         )
-        return self.store.write(body, label="release")
 
     def committed_claim(
         self, tenant_id: str, operation_id: str, attempt_id: str
@@ -269,13 +259,10 @@ class Ledger:
         changed the operation is still open (the lost COMMIT has then either landed or not),
         then reads. ``None`` proves the claim is not there to act on; submit nothing then.
         """
-        body = functools.partial(
-            claims.committed_claim_in,
-            tenant_id=tenant_id,
-            operation_id=operation_id,
-            attempt_id=attempt_id,
+        return self.store.write(
+            lambda tx: claims.committed_claim_in(tx, tenant_id, operation_id, attempt_id),
+            label="committed_claim",
         )
-        return self.store.write(body, label="committed_claim")
 
     # -- outcomes ------------------------------------------------------------------------
 
@@ -340,17 +327,11 @@ class Ledger:
         acknowledgement is lost, the reservations are read back once the operations settle and
         only those found stored are returned; the others are still due for the next pass.
         """
-        return reconciliation.reserve_due(
-            self,
-            destination,
-            limit=validate_limit(limit),
-            actor=actor,
-        )
+        return reconciliation.reserve_due(self, destination, limit=limit, actor=actor)
 
     def needs_review(self, tenant_id: str, operation_id: str) -> bool:
         """Whether inconclusive lookups have used up the budget for this operation."""
-        row = self.store.one("operation_get", key(tenant_id, operation_id))
-        return row is not None and reconciliation.spent(self.settings, row)
+        return reconciliation.needs_review(self, tenant_id, operation_id)
 
     def escalate(
         self,
@@ -363,12 +344,7 @@ class Ledger:
     ) -> DispatchResult:
         """Move an unresolved operation to MANUAL_REVIEW with an owner and a deadline."""
         return reconciliation.escalate(
-            self,
-            tenant_id,
-            operation_id,
-            reason=reason,
-            owner=validate_identifier(owner or self.settings.review_owner, "owner"),
-            actor=actor,
+            self, tenant_id, operation_id, reason=reason, owner=owner, actor=actor
         )
 
     def authorize_retry(
@@ -380,14 +356,7 @@ class Ledger:
         operation, command, destination and idempotency key are kept. An operation that used
         its retries is refused with ``invalid_transition`` (``reason="retry_budget_exhausted"``).
         """
-        body = functools.partial(
-            reconciliation.authorize_retry_in,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            max_retries=max_retries,
-        )
-        return self.store.write(body, label="authorize_retry")
+        return reconciliation.authorize_retry(self, context, operation_id, max_retries=max_retries)
 
     # -- corrections ---------------------------------------------------------------------
 
@@ -401,13 +370,6 @@ class Ledger:
         change. Only a context with the :data:`AUDITOR_ROLE` role may correct
         (:class:`NotPermitted` otherwise), and only an event of the same tenant and operation.
         """
-        corrections.check_correction(context, operation_id, event_id, reason)
-        body = functools.partial(
-            corrections.correct_event_in,
-            ledger=self,
-            context=context,
-            operation_id=operation_id,
-            event_id=event_id,
-            reason=reason,
+        return corrections.correct_event(
+            self, context, operation_id, event_id=event_id, reason=reason
         )
-        return event_from_row(self.store.write(body, label="correct_event"))

@@ -8,7 +8,8 @@ explicit retry policy moves a RETRY_PENDING operation back to READY (``RetryAuth
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from effectledger._failpoints import crash_point
 from effectledger.errors import CommitUncertain, InvalidTransition, NotFound
@@ -23,6 +24,7 @@ from effectledger.model import (
     OperationState,
     to_micros,
     validate_identifier,
+    validate_limit,
 )
 from effectledger.rows import attempt_from_row, result_from_row
 from effectledger.store import Row, Store, Transaction
@@ -30,16 +32,21 @@ from effectledger.transitions import EventType
 
 __all__ = [
     "Reserved",
+    "authorize_retry",
     "authorize_retry_in",
     "escalate",
     "escalate_in",
     "escalate_row",
+    "needs_review",
     "reserve_due",
     "reserve_due_in",
     "reserve_in",
     "reserve_lookup",
     "spent",
 ]
+
+_Result = TypeVar("_Result")
+_Written = TypeVar("_Written")
 
 _RECOVERABLE_STATES = (OperationState.IN_PROGRESS.value, OperationState.OUTCOME_UNKNOWN.value)
 
@@ -143,6 +150,27 @@ def reserve_due_in(
     return DueWork(lookups=tuple(lookups), escalated=tuple(escalated))
 
 
+def _write_reading_back(
+    ledger: LedgerParts,
+    step: Callable[..., _Result],
+    settle: Callable[[CommitUncertain, list[_Written]], _Result],
+    *,
+    label: str,
+    **arguments: Any,
+) -> _Result:
+    """Run ``step`` in its own transaction; if its COMMIT is not acknowledged, ``settle`` it.
+
+    ``step`` puts what it wrote in its ``written`` list, so ``settle`` can read it back once the
+    operations settle and say what the unacknowledged transaction stored after all.
+    """
+    written: list[_Written] = []
+    body = functools.partial(step, ledger=ledger, written=written, **arguments)
+    try:
+        return ledger.store.write(body, label=label)
+    except CommitUncertain as uncertain:
+        return settle(uncertain, written)
+
+
 def reserve_lookup(
     ledger: LedgerParts,
     tenant_id: str,
@@ -152,24 +180,25 @@ def reserve_lookup(
     actor: str,
 ) -> Attempt | None:
     """Reserve one lookup in its own transaction (see :meth:`Ledger.reserve_lookup`)."""
-    written: list[Reserved] = []
-    body = functools.partial(
-        reserve_in,
-        ledger=ledger,
-        tenant_id=tenant_id,
-        operation_id=operation_id,
-        attempt_id=attempt_id,
-        written=written,
-        actor=actor,
-    )
-    try:
-        attempt = ledger.store.write(body, label="reserve_lookup")
-    except CommitUncertain as uncertain:
+
+    def settle(uncertain: CommitUncertain, written: list[Reserved]) -> Attempt | None:
         if not written:  # pragma: no cover - the body ran to its end before COMMIT
-            raise
+            raise uncertain
         *_, event_hash, attempt = written[0]
         if not landed(ledger.store, uncertain, key(tenant_id, operation_id), [event_hash]):
             return None  # not reserved: still due, for this or another worker
+        return attempt
+
+    attempt = _write_reading_back(
+        ledger,
+        reserve_in,
+        settle,
+        label="reserve_lookup",
+        tenant_id=tenant_id,
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        actor=actor,
+    )
     if attempt is not None:
         crash_point("after_reserve")
     return attempt
@@ -183,19 +212,15 @@ def reserve_due(
     actor: str,
 ) -> DueWork:
     """Reserve due lookups in one transaction (see :meth:`Ledger.reserve_due`)."""
-    written: list[Reserved] = []
-    body = functools.partial(
+    work = _write_reading_back(
+        ledger,
         reserve_due_in,
-        ledger=ledger,
+        functools.partial(_reserved_after_all, ledger.store),
+        label="reserve_due",
         destination=destination,
-        written=written,
-        limit=limit,
+        limit=validate_limit(limit),
         actor=actor,
     )
-    try:
-        work = ledger.store.write(body, label="reserve_due")
-    except CommitUncertain as uncertain:
-        work = _reserved_after_all(ledger.store, uncertain, written)
     if work.lookups:
         crash_point("after_reserve")
     return work
@@ -273,31 +298,52 @@ def escalate(
     operation_id: str,
     *,
     reason: str,
-    owner: str,
+    owner: str | None,
     actor: str,
 ) -> DispatchResult:
-    """Escalate in its own transaction (see :meth:`Ledger.escalate`)."""
-    written: list[tuple[str, DispatchResult]] = []
-    body = functools.partial(
-        escalate_in,
-        ledger=ledger,
-        tenant_id=tenant_id,
-        operation_id=operation_id,
-        written=written,
-        reason=reason,
-        owner=owner,
-        actor=actor,
-    )
-    try:
-        return ledger.store.write(body, label="escalate")
-    except CommitUncertain as uncertain:
+    """Escalate in its own transaction (see :meth:`Ledger.escalate`).
+
+    ``owner`` defaults to the settings' review owner.
+    """
+    arguments: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "operation_id": operation_id,
+        "reason": reason,
+        "owner": validate_identifier(owner or ledger.settings.review_owner, "owner"),
+        "actor": actor,
+    }
+
+    def settle(
+        uncertain: CommitUncertain, written: list[tuple[str, DispatchResult]]
+    ) -> DispatchResult:
         if not written:  # pragma: no cover - the body ran to its end before COMMIT
-            raise
+            raise uncertain
         event_hash, result = written[0]
         if landed(ledger.store, uncertain, key(tenant_id, operation_id), [event_hash]):
             return result
         # Not stored: escalate again; a state settled meanwhile is returned as it is.
-        return ledger.store.write(body, label="escalate")
+        return ledger.store.write(
+            functools.partial(escalate_in, ledger=ledger, written=[], **arguments),
+            label="escalate",
+        )
+
+    return _write_reading_back(ledger, escalate_in, settle, label="escalate", **arguments)
+
+
+def needs_review(ledger: LedgerParts, tenant_id: str, operation_id: str) -> bool:
+    """Whether inconclusive lookups have used up the budget for this operation."""
+    row = ledger.store.one("operation_get", key(tenant_id, operation_id))
+    return row is not None and spent(ledger.settings, row)
+
+
+def authorize_retry(
+    ledger: LedgerParts, context: Context, operation_id: str, *, max_retries: int
+) -> DispatchResult:
+    """Authorize a retry in its own transaction (see :meth:`Ledger.authorize_retry`)."""
+    return ledger.store.write(
+        lambda tx: authorize_retry_in(tx, ledger, context, operation_id, max_retries=max_retries),
+        label="authorize_retry",
+    )
 
 
 def authorize_retry_in(
