@@ -103,7 +103,7 @@ class _Link:
                         break
                     kind, buffer = buffer[:1], buffer[length + 1 :]
                     if kind == b"Z":  # ReadyForQuery: the COMMIT is done on the server
-                        self.proxy.after_swallowed_reply()
+                        self.proxy.after_swallowed_reply(self)
                         self.close()
                         return
         except OSError:
@@ -141,22 +141,26 @@ class CuttingProxy:
                 self.cuts += 1
             return cut
 
-    def after_swallowed_reply(self) -> None:
+    def after_swallowed_reply(self, cut: _Link) -> None:
         with self._lock:
             partition, self._partition_after = self._partition_after, False
         if partition:
-            self.partition()
+            self.partition(last=cut)
 
-    def partition(self) -> None:
-        """Close every connection and stop accepting new ones: the database is unreachable."""
+    def partition(self, *, last: _Link | None = None) -> None:
+        """Close every connection and stop accepting new ones: the database is unreachable.
+
+        ``last`` (the connection whose COMMIT answer was swallowed) is closed after all the
+        others: its client learns of the cut only once no other pooled connection still works.
+        """
         with self._lock:
             self._refusing = True
-            links = list(self._links)
+            links = [link for link in self._links if link is not last]
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         with contextlib.suppress(OSError):
             self._listener.close()
-        for link in links:
+        for link in [*links, *([last] if last is not None else [])]:
             link.close()
 
     def _accept(self) -> None:
