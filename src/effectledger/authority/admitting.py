@@ -12,7 +12,7 @@ from datetime import datetime
 
 from effectledger._failpoints import crash_point
 from effectledger.actions import Action
-from effectledger.authority.decision import Admission, Denial, admit_proposal
+from effectledger.authority.decision import Admission, AdmissionRequest, Denial, admit_proposal
 from effectledger.authority.writes import write
 from effectledger.errors import AdmissionDenied, CommitUncertain, NotFound, StorageError
 from effectledger.ledger import Ledger, append_event, claim_admitted, new_id
@@ -42,35 +42,22 @@ def deny_tampered_in(tx: Transaction, ledger: Ledger, context: Context, operatio
 def admit_and_claim_in(
     tx: Transaction,
     ledger: Ledger,
-    context: Context,
-    proposal: Proposal,
-    action: Action,
+    request: AdmissionRequest,
     *,
-    approval_id: str | None,
-    current_version: str,
     claim: bool,
     attempt_id: str,
     executor_id: str,
 ) -> Admission | Denial:
-    """Admit ``proposal`` in ``tx`` and, with ``claim``, claim what it admitted under
+    """Admit the request's proposal in ``tx`` and, with ``claim``, claim what it admitted under
     ``attempt_id`` in the same transaction (a replay or a denial claims nothing)."""
-    admitted = admit_proposal(
-        tx,
-        ledger,
-        context,
-        proposal,
-        action,
-        approval_id,
-        current_version,
-        ledger.clock.now(),
-    )
+    admitted = admit_proposal(tx, ledger, request, ledger.clock.now())
     if not claim or isinstance(admitted, Denial) or admitted.replayed or admitted.row is None:
         return admitted
     prepared = claim_admitted(
         tx,
         ledger,
         admitted.row,
-        proposal=proposal,
+        proposal=request.proposal,
         approvals=admitted.approvals,
         attempt_id=attempt_id,
         executor_id=executor_id,

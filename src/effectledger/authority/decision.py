@@ -30,7 +30,7 @@ from effectledger.rows import operation_from_row
 from effectledger.store import Row, Transaction
 from effectledger.transitions import EventType
 
-__all__ = ["Admission", "Denial", "admit_proposal"]
+__all__ = ["Admission", "AdmissionRequest", "Denial", "admit_proposal"]
 
 
 @dataclass(slots=True)
@@ -58,19 +58,26 @@ class Admission:
     approvals: tuple[Approval, ...] = field(default=(), repr=False, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """What one admission decides on: who asks, for which proposal of which action, presenting
+    which approval (``None``: none), and the target's resource version as the application read
+    it just before the transaction."""
+
+    context: Context
+    proposal: Proposal
+    action: Action
+    approval_id: str | None
+    current_version: str
+
+
 def admit_proposal(
-    tx: Transaction,
-    ledger: Ledger,
-    context: Context,
-    proposal: Proposal,
-    action: Action,
-    approval_id: str | None,
-    current_version: str,
-    now: datetime,
+    tx: Transaction, ledger: Ledger, request: AdmissionRequest, now: datetime
 ) -> Admission | Denial:
-    """Admit ``proposal`` in ``tx``, or refuse it and append its ``AdmissionDenied`` event."""
+    """Admit the request's proposal in ``tx``, or refuse it and append its ``AdmissionDenied``."""
+    context, proposal = request.context, request.proposal
     lock_trail(tx, context.tenant_id, proposal.operation_id)
-    outcome = _decide(tx, ledger, context, proposal, action, approval_id, current_version, now)
+    outcome = _decide(tx, ledger, request, now)
     if isinstance(outcome, Denial):
         append_event(
             tx,
@@ -85,15 +92,10 @@ def admit_proposal(
 
 
 def _decide(
-    tx: Transaction,
-    ledger: Ledger,
-    context: Context,
-    proposal: Proposal,
-    action: Action,
-    approval_id: str | None,
-    current_version: str,
-    now: datetime,
+    tx: Transaction, ledger: Ledger, request: AdmissionRequest, now: datetime
 ) -> Admission | Denial:
+    context, proposal, action = request.context, request.proposal, request.action
+    approval_id, current_version = request.approval_id, request.current_version
     tenant = context.tenant_id
     if context.actor_id != proposal.proposer_id:
         return Denial("actor_mismatch", "only the proposer's own context may admit it")

@@ -31,7 +31,7 @@ from effectledger.authority.deciding import (
     decide_in,
     decision_row,
 )
-from effectledger.authority.decision import Admission
+from effectledger.authority.decision import Admission, AdmissionRequest
 from effectledger.authority.proposing import (
     MAX_UNITS,
     approval_consumed_by,
@@ -316,15 +316,18 @@ class Authority:
         proposal = self._decoded(context, row)
         action = self.registry.get(proposal.action)
         claim = proposal.destination in claim_for
-        body = functools.partial(
-            admit_and_claim_in,
-            ledger=self.ledger,
+        request = AdmissionRequest(
             context=context,
             proposal=proposal,
             action=action,
             approval_id=approval_id,
             # Application callback: read before the transaction, compared inside it.
             current_version=action.resource_version(context, proposal.target),
+        )
+        body = functools.partial(
+            admit_and_claim_in,
+            ledger=self.ledger,
+            request=request,
             claim=claim,
             executor_id=executor_id,
         )

@@ -8,7 +8,6 @@ claim may be submitted.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Sequence
 
@@ -231,16 +230,13 @@ def claim_or_status(
     if row["state"] != OperationState.READY.value:
         return result_from_row(row)
     attempt_id = new_id()
-    body = functools.partial(
-        claim_row,
-        ledger=ledger,
-        row=row,
-        attempt_id=attempt_id,
-        executor_id=executor_id,
-        bound_to=bound_to,
-    )
     try:
-        return ledger.store.write(body, label="claim")
+        return ledger.store.write(
+            lambda tx: claim_row(
+                tx, ledger, row, attempt_id=attempt_id, executor_id=executor_id, bound_to=bound_to
+            ),
+            label="claim",
+        )
     except ConcurrentModification:
         return None
     except CommitUncertain as exc:
@@ -308,16 +304,13 @@ def claim_next(
 ) -> PreparedAttempt | None:
     """:func:`claim_next_in` in its own transaction; a lost COMMIT names the operation picked."""
     picked: list[Row] = []
-    body = functools.partial(
-        claim_next_in,
-        ledger=ledger,
-        destination=destination,
-        picked=picked,
-        attempt_id=attempt_id,
-        executor_id=executor_id,
-    )
     try:
-        return ledger.store.write(body, label="claim_next")
+        return ledger.store.write(
+            lambda tx: claim_next_in(
+                tx, ledger, destination, picked, attempt_id=attempt_id, executor_id=executor_id
+            ),
+            label="claim_next",
+        )
     except CommitUncertain as exc:
         if not picked:
             raise
