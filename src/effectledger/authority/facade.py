@@ -240,7 +240,8 @@ class Authority:
         row = self._store.one(
             "proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
         )
-        return self._admit(context, row, proposal_id, approval_id, claim_for, executor_id)
+        proposal = self._decoded(context, row, proposal_id)
+        return self._admit(context, proposal, approval_id, claim_for, executor_id)
 
     def perform_admission(
         self,
@@ -268,9 +269,10 @@ class Authority:
         recorded = replayed_result(row, context, approval_id)
         if recorded is not None:
             return recorded
-        if row is not None and approval_id is None and recorded_decision:
-            approval_id = self.recorded_decision(context, self._decoded(context, row))
-        return self._admit(context, row, proposal_id, approval_id, claim_for, executor_id)
+        proposal = self._decoded(context, row, proposal_id)
+        if approval_id is None and recorded_decision:
+            approval_id = self.recorded_decision(context, proposal)
+        return self._admit(context, proposal, approval_id, claim_for, executor_id)
 
     @staticmethod
     def _check_request(
@@ -284,8 +286,13 @@ class Authority:
         if approval_id is not None:
             validate_identifier(approval_id, "approval_id")
 
-    def _decoded(self, context: Context, row: Row) -> Proposal:
-        """The proposal in ``row``, its digest recomputed; an edited one is denied, on its trail."""
+    def _decoded(self, context: Context, row: Row | None, proposal_id: str) -> Proposal:
+        """The proposal in ``row``, its digest recomputed; an edited one is denied, on its trail.
+
+        No row is :class:`NotFound`: an unknown id and another tenant's look the same.
+        """
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
         try:
             return proposal_from_row(row)
         except TamperedProposal as exc:
@@ -305,15 +312,11 @@ class Authority:
     def _admit(
         self,
         context: Context,
-        row: Row | None,
-        proposal_id: str,
+        proposal: Proposal,
         approval_id: str | None,
         claim_for: Collection[DestinationRef],
         executor_id: str,
     ) -> Admission:
-        if row is None:
-            raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
-        proposal = self._decoded(context, row)
         action = self.registry.get(proposal.action)
         claim = proposal.destination in claim_for
         request = AdmissionRequest(
