@@ -21,7 +21,6 @@ from effectledger.store.queries import load_queries, load_statements, schema
 WHOLE_TENANT = {
     "operations_list": "lists a tenant's operations, a page at a time",
     "attempts_due_lock": "the recovery queue: walks the unresolved index across tenants",
-    "capacity_usage": "sums a pool's units over its history (see docs/scaling.md)",
     "log_head_lock": "log_heads holds one row per tenant: its key is the tenant",
     "log_head_get": "log_heads holds one row per tenant: its key is the tenant",
     "log_head_advance": "log_heads holds one row per tenant: its key is the tenant",

@@ -214,7 +214,7 @@ CREATE TABLE capacity_limits (
     PRIMARY KEY (tenant_id, pool)
 );
 
-CREATE INDEX operations_capacity ON operations (tenant_id, pool, state);
+CREATE INDEX operations_capacity ON operations (tenant_id, pool, state, units);
 
 -- cursors). The hot path only gains one row per event in log_pending, written by a trigger with
 -- no per-tenant lock; the sealer assigns log positions in batches and signs a checkpoint per

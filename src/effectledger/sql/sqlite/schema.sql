@@ -198,7 +198,7 @@ CREATE TABLE capacity_limits (
     PRIMARY KEY (tenant_id, pool)
 ) WITHOUT ROWID;
 
-CREATE INDEX operations_capacity ON operations (tenant_id, pool, state);
+CREATE INDEX operations_capacity ON operations (tenant_id, pool, state, units);
 
 -- The hot path only gains one row per event in log_pending (written by a trigger, no per-tenant
 -- lock); the sealer assigns log positions in batches and signs a checkpoint per batch.
