@@ -38,14 +38,8 @@ from pathlib import Path
 from allocation import peak_bytes_per_call
 from pydantic import BaseModel
 
-from effectledger import (
-    Context,
-    EffectOutcome,
-    Executor,
-    OperationState,
-    SimulatedReceiver,
-    connect,
-)
+from effectledger import Context, EffectOutcome, OperationState, SimulatedReceiver, connect
+from effectledger.workers import Executor
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7")
 RITA = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))

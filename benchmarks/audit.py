@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from effectledger import Command, Context, DestinationRef, Ledger, Observation, Outcome, open_store
+from effectledger import Command, Context, DestinationRef, Observation, Outcome
 from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
 from effectledger.audit.export import export_log
 from effectledger.audit.frontier import Frontier
@@ -41,6 +41,8 @@ from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.audit.verify import verify_bundle
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import EVENT_DOMAINS, entry_bytes, hash_of_entry
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 
 EVENT_DOMAIN = EVENT_DOMAINS[2]
 SIGNER = Signer("bench.example/log", bytes(range(32)))

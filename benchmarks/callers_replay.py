@@ -55,15 +55,15 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import AnyHttpUrl
 
 from effectledger import Context, DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver
-from effectledger import open_store as open_ledger_store
 from effectledger.callers.function_tools import FunctionTools
-from effectledger.callers.mcp_server import (
+from effectledger.callers.mcp import (
     TokenIdentities,
     _RawArguments,
     build_server,
     serve_http_in_thread,
 )
 from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.store import open_store as open_ledger_store
 
 TOOL_RATIO_TARGET = 1.3
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))

@@ -26,10 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from effectledger import Context, DestinationRef, Ledger, OperationState, SimulatedReceiver
-from effectledger.actions import ActionRegistry
+from effectledger import Context, DestinationRef, OperationState, SimulatedReceiver
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
 from effectledger.store import open_store
 
 AGENT = Context(tenant_id="acme", actor_id="alice")

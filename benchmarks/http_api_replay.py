@@ -43,17 +43,12 @@ from allocation import peak_bytes_per_call
 from fastapi import Depends
 from fastapi.responses import JSONResponse
 
-from effectledger import (
-    Context,
-    DestinationRef,
-    EffectLedger,
-    SimulatedReceiver,
-    open_store,
-)
-from effectledger.callers.api_keys import ApiKeys
-from effectledger.callers.http_api import authenticated, create_app
-from effectledger.callers.http_models import PerformRequest
+from effectledger import Context, DestinationRef, EffectLedger, SimulatedReceiver
+from effectledger.app.keys import ApiKeys
+from effectledger.callers.http.app import authenticated, create_app
+from effectledger.callers.http.models import PerformRequest
 from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.store import open_store
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 REVIEWER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))

@@ -39,19 +39,13 @@ from pathlib import Path
 
 import httpx
 
-from effectledger import (
-    Command,
-    Context,
-    DestinationRef,
-    Executor,
-    Ledger,
-    OperationState,
-    SimulatedReceiver,
-    open_store,
-)
+from effectledger import Command, Context, DestinationRef, OperationState, SimulatedReceiver
 from effectledger.destinations.http import HttpDestination
 from effectledger.destinations.secrets import env_secret
+from effectledger.ledger import Ledger
 from effectledger.receiver.contract import reference_destination
+from effectledger.store import open_store
+from effectledger.workers import Executor
 
 BLOCK = 50
 START_TIMEOUT_S = 20.0

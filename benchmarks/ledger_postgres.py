@@ -41,19 +41,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from effectledger import (
-    ActionRegistry,
-    Command,
-    Context,
-    DestinationRef,
-    EffectService,
-    Executor,
-    Ledger,
-    OperationState,
-    SimulatedReceiver,
-    open_store,
-)
+from effectledger import Command, Context, DestinationRef, OperationState, SimulatedReceiver
+from effectledger.actions import ActionRegistry
+from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor
 
 _COMMAND = Command(
     action="send_support_reply",

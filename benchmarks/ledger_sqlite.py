@@ -48,17 +48,17 @@ from effectledger import (
     Context,
     DestinationRef,
     DispatchResult,
-    Executor,
-    Ledger,
     OperationState,
     SimulatedReceiver,
-    open_store,
 )
-from effectledger.actions import ActionRegistry
-from effectledger.callers.tools import DispatchTool
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.performing import EffectService
+from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.service import EffectService
-from effectledger.store.queries import schema
+from effectledger.ledger import Ledger
+from effectledger.sql import schema
+from effectledger.store import open_store
+from effectledger.workers import Executor
 
 REPLAY_P50_TARGET_US = 50.0
 LIFECYCLE_RATIO_TARGET = 0.7

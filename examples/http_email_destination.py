@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from effectledger.destinations.http import HttpAction, HttpContract, HttpDestination, HttpLookup
 from effectledger.destinations.secrets import SecretHeader, env_secret
-from effectledger.evidence import EvidencePolicy
-from effectledger.model import Command
+from effectledger.model.evidence import EvidencePolicy
+from effectledger.model.operations import Command
 
 # Default classification; no deduplication promise, hence no replay window.
 EMAIL_CONTRACT = HttpContract()

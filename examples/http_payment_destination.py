@@ -32,8 +32,8 @@ from effectledger.destinations.http import (
     StatusRule,
 )
 from effectledger.destinations.secrets import SecretHeader, env_secret
-from effectledger.evidence import DEFAULT_REDACTED_HEADERS, EvidencePolicy
-from effectledger.model import Command, Outcome
+from effectledger.model.evidence import DEFAULT_REDACTED_HEADERS, EvidencePolicy
+from effectledger.model.operations import Command, Outcome
 
 REFUND_CONTRACT = HttpContract(
     rules=(StatusRule(status=409, error_code="key_reused", outcome=Outcome.PERMANENT_REJECTION),),

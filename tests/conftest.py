@@ -19,14 +19,13 @@ from effectledger import (
     Command,
     Context,
     DestinationRef,
-    Ledger,
     LedgerSettings,
     ManualClock,
     Operation,
     SimulatedReceiver,
-    open_store,
 )
-from effectledger.store import Store
+from effectledger.ledger import Ledger
+from effectledger.store import Store, open_store
 
 POSTGRES_URL_VARIABLE = "EFFECTLEDGER_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgres")

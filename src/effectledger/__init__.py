@@ -2,20 +2,30 @@
 
 The agent proposes; trusted code binds approval to the exact action; the ledger commits
 responsibility before anything leaves the process; the executor performs the effect once; the
-recovery worker asks the destination when a reply is lost. See the README for a tour.
+recovery worker asks the destination when a reply is lost. See the README for a tour and
+docs/design.md for the vocabulary, the states and the invariants.
 
 Start with :func:`connect` (or :func:`connect_async`): one :class:`EffectLedger` that declares
-actions with a decorator and offers every step. The objects beneath it (:class:`Ledger`,
-:class:`Authority`, :class:`EffectService`, :class:`Executor`, :class:`RecoveryWorker`) stay
-public as the lower layer.
+actions and offers every step. This module holds that object, the records that pass from call
+to call, the errors and the destination protocol. The lower layer stays importable from its own
+packages for those who need it (docs/design.md, "Layers"): :mod:`effectledger.ledger`,
+:mod:`effectledger.authority`, :mod:`effectledger.workers`, :mod:`effectledger.store`,
+:mod:`effectledger.actions.registry`, :mod:`effectledger.destinations`.
 """
 
-from effectledger.actions import Action, ActionRegistry
-from effectledger.app import EffectLedger, connect
-from effectledger.app_async import AsyncEffectLedger, connect_async
-from effectledger.authority import Approval, Authority, CapacityUsage, Correlation, Proposal
+from importlib import metadata as _metadata
+
+from effectledger.actions import (
+    ActionHandle,
+    Decision,
+    Policy,
+    Preauthorization,
+    RulePolicy,
+    Tier,
+)
+from effectledger.app import AsyncEffectLedger, EffectLedger, connect, connect_async
 from effectledger.clock import Clock, ManualClock, SystemClock
-from effectledger.destinations import Destination, ensure_matches
+from effectledger.destinations import Destination
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver, SubmitMode
 from effectledger.errors import (
     AdmissionConflict,
@@ -54,32 +64,37 @@ from effectledger.errors import (
     TamperedProposal,
     ToolArgumentsRejected,
 )
-from effectledger.executor import Executor
-from effectledger.function_actions import ActionHandle, FunctionDestination
-from effectledger.ledger import DueWork, Ledger, LedgerSettings, new_id
+from effectledger.ledger import LedgerSettings
 from effectledger.model import (
+    Approval,
     Attempt,
     AuditEvent,
+    CapacityUsage,
     Command,
     Context,
+    Correlation,
+    DenialReason,
     DestinationRef,
     DispatchResult,
+    EffectOutcome,
+    EffectResult,
     Observation,
     Operation,
     OperationState,
     Outcome,
+    Proposal,
+    TraceStep,
 )
-from effectledger.outcomes import DenialReason, EffectOutcome, EffectResult, TraceStep
-from effectledger.policy import Decision, Policy, Preauthorization, RulePolicy, Tier
-from effectledger.recovery import RecoveryReport, RecoveryWorker
-from effectledger.serialize import to_dict
-from effectledger.service import EffectService
-from effectledger.store import Store, open_store
+from effectledger.model.views import to_dict
+from effectledger.workers import RecoveryReport
+
+try:
+    __version__ = _metadata.version("effectledger")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
-    "Action",
     "ActionHandle",
-    "ActionRegistry",
     "AdmissionConflict",
     "AdmissionDenied",
     "Approval",
@@ -88,7 +103,6 @@ __all__ = [
     "Attempt",
     "AuditEvent",
     "AuditVerificationFailed",
-    "Authority",
     "CapacityUsage",
     "Clock",
     "Command",
@@ -107,21 +121,16 @@ __all__ = [
     "DestinationRef",
     "DestinationUnavailable",
     "DispatchResult",
-    "DueWork",
     "EffectLedger",
     "EffectLedgerError",
     "EffectOutcome",
     "EffectResult",
-    "EffectService",
     "EvidenceRequired",
-    "Executor",
     "ExportCursorMismatch",
     "ExportFailed",
-    "FunctionDestination",
     "IntegrityError",
     "InvalidInput",
     "InvalidTransition",
-    "Ledger",
     "LedgerSettings",
     "LogKeyInvalid",
     "LogNotSealed",
@@ -142,13 +151,11 @@ __all__ = [
     "ProofError",
     "Proposal",
     "RecoveryReport",
-    "RecoveryWorker",
     "RulePolicy",
     "SecretUnavailable",
     "SimulatedReceiver",
     "StorageBusy",
     "StorageError",
-    "Store",
     "SubmitMode",
     "SystemClock",
     "TamperedCommand",
@@ -157,11 +164,9 @@ __all__ = [
     "Tier",
     "ToolArgumentsRejected",
     "TraceStep",
+    "__version__",
     "connect",
     "connect_async",
-    "ensure_matches",
-    "new_id",
-    "open_store",
     "to_dict",
 ]
 

@@ -38,7 +38,7 @@ from effectledger.audit import verify_bundle
 from effectledger.audit.keys import new_key_pair
 from effectledger.audit.signers import Signer
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.model import Context, DestinationRef
+from effectledger.model.operations import Context, DestinationRef
 from tests.acceptance.app_support import AGENT, REFUND, RITA, declare_refund
 from tests.conftest import count_rows
 

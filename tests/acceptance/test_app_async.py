@@ -21,7 +21,7 @@ from effectledger import (
     SubmitMode,
     connect_async,
 )
-from effectledger.app_async import SYNC_ONLY
+from effectledger.app.aio import SYNC_ONLY
 from tests.acceptance.app_support import AGENT, REFUND, RITA, Refund, declare_refund
 from tests.conftest import count_rows
 

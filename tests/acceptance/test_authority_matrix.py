@@ -19,20 +19,20 @@ from effectledger import (
     DestinationRef,
     EffectLedger,
     InvalidInput,
-    Ledger,
     LedgerSettings,
     ManualClock,
     OperationState,
     SimulatedReceiver,
     SubmitMode,
-    open_store,
 )
+from effectledger.actions.policy import Preauthorization, RulePolicy
+from effectledger.app.performing import EffectService, TraceStep
 from effectledger.authority import Approval, Proposal
 from effectledger.errors import ApprovalRefused
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.executor import Executor
-from effectledger.policy import Preauthorization, RulePolicy
-from effectledger.service import EffectService, TraceStep
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers.executor import Executor
 from tests.conftest import RAW_REFUSED, count_rows, drop_trigger, raw_sql
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))

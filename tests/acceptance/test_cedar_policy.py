@@ -23,7 +23,7 @@ when { context.units <= 500 };
 
 def cedar_policy() -> object:
     require_module("cedarpy")
-    from effectledger.policy_cedar import CedarPolicy
+    from effectledger.actions.cedar import CedarPolicy
 
     return CedarPolicy(version="cedar-refunds-1", policies=POLICIES)
 
@@ -62,7 +62,7 @@ def test_cedar_limits_who_may_approve(store_url: str, tmp_path: Path, clock: Man
 def test_unparseable_cedar_is_refused() -> None:
     """Policy text that does not parse is refused when the policy is built."""
     require_module("cedarpy")
-    from effectledger.policy_cedar import CedarPolicy
+    from effectledger.actions.cedar import CedarPolicy
 
     with pytest.raises(InvalidInput, match="do not parse"):
         CedarPolicy(version="broken", policies="permit(principal, action resource);")

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import Context, Executor, Ledger, SimulatedReceiver, SubmitMode, open_store
+from effectledger import Context, SimulatedReceiver, SubmitMode
 from effectledger.cli import build_parser
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor
 from tests.conftest import admit
 
 

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from effectledger import Context, Ledger, SimulatedReceiver
-from effectledger.store.queries import migrations
+from effectledger import Context, SimulatedReceiver
+from effectledger.ledger import Ledger
+from effectledger.sql import migrations
 from tests.conftest import admit, run_sql
 
 _ENV = {

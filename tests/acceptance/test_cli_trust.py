@@ -14,19 +14,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from effectledger import (
-    Context,
-    Executor,
-    Ledger,
-    LedgerSettings,
-    OperationState,
-    SimulatedReceiver,
-    SubmitMode,
-    open_store,
-)
+from effectledger import Context, LedgerSettings, OperationState, SimulatedReceiver, SubmitMode
 from effectledger.audit.keys import new_key_pair, write_signer_key
 from effectledger.cli import main
 from effectledger.cli.output import printable
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor
 from tests.conftest import admit, count_rows, require_postgres, with_options
 
 _BINARY = bytes(range(256)) * 4
@@ -236,7 +230,7 @@ def test_stored_control_characters_never_reach_the_terminal(
     ledger = Ledger(store, settings=LedgerSettings(recover_after=timedelta(0)))
     context = Context(tenant_id="acme", actor_id="alice")
     receiver = SimulatedReceiver(tmp_path / "receiver.db")
-    from effectledger import RecoveryWorker
+    from effectledger.workers import RecoveryWorker
 
     RecoveryWorker(ledger, receiver).run_once()
     assert ledger.get(context, "op-1").state is OperationState.SUCCEEDED

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import Context, Ledger, SimulatedReceiver, open_store
+from effectledger import Context, SimulatedReceiver
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 from tests.conftest import admit
-from tests.evidence_support import canonical_line, event_index, make_history, parsed, read_lines
+from tests.support.evidence import canonical_line, event_index, make_history, parsed, read_lines
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The caller paths the scenario table runs through: direct Python, function tools, MCP.
 
-Each is built from the same :class:`~effectledger.app.EffectLedger`, as a host builds it, and
+Each is built from the same :class:`~effectledger.EffectLedger`, as a host builds it, and
 returns plain JSON. The MCP path talks to a real server on 127.0.0.1 through the
 SDK's own client (streamable HTTP, one authenticated session per caller identity) or to a
 server process over stdio; a blocking portal lets synchronous scenario code drive it.
@@ -21,7 +21,7 @@ from mcp.types import CallToolResult
 
 from effectledger import Context, EffectLedger, EffectLedgerError
 from effectledger.callers.function_tools import FunctionTools
-from effectledger.callers.mcp_server import TokenIdentities, build_server, serve_http_in_thread
+from effectledger.callers.mcp import TokenIdentities, build_server, serve_http_in_thread
 from tests.callers.scenarios import AGENT, JSON, MALLORY, OUTSIDER
 
 TOKENS = {"token-agent-7": AGENT, "token-mallory": MALLORY, "token-outsider": OUTSIDER}

@@ -2,7 +2,7 @@
 
 A caller is the model's side only: it proposes and performs (and reads a status) through its
 own path (the Python service, the function tools, MCP) with the trusted context the host
-gives it, each built on the same :class:`~effectledger.app.EffectLedger` (``World.app``). The
+gives it, each built on the same :class:`~effectledger.EffectLedger` (``World.app``). The
 reviewer's approval, the world changing (clock, order versions) and the recovery worker stay
 trusted code and go straight to the service beneath it, as they would in an application.
 
@@ -26,15 +26,15 @@ from effectledger import (
     Context,
     DestinationRef,
     EffectLedger,
-    Ledger,
     LedgerSettings,
     ManualClock,
     SimulatedReceiver,
     SubmitMode,
-    open_store,
 )
+from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 from tests.conftest import count_rows
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))

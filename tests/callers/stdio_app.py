@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from effectledger import DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver, open_store
+from effectledger import DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver
 from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.store import open_store
 
 STORE_VARIABLE = "EFFECTLEDGER_MCP_TEST_STORE"
 RECEIVER_VARIABLE = "EFFECTLEDGER_MCP_TEST_RECEIVER"

@@ -29,7 +29,8 @@ from openai.types.shared_params import FunctionDefinition
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from effectledger import Context, InvalidInput, OperationState, SubmitMode, connect
-from effectledger.actions import Action
+from effectledger.actions.policy import RulePolicy
+from effectledger.actions.registry import Action
 from effectledger.callers.function_tools import (
     IDENTITY_FIELDS,
     MAX_ARGUMENTS_BYTES,
@@ -39,7 +40,6 @@ from effectledger.callers.function_tools import (
     openai_responses_tools,
 )
 from effectledger.callers.guidance import UNCERTAIN, result_guidance
-from effectledger.policy import RulePolicy
 from tests.callers.scenarios import AGENT, OUTSIDER, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows
 

@@ -12,10 +12,10 @@ from effectledger import (
     Context,
     DestinationRef,
     InvalidInput,
-    Ledger,
     OperationState,
     SimulatedReceiver,
 )
+from effectledger.ledger import Ledger
 from tests.conftest import admit, count_rows, reply_command
 
 

@@ -14,17 +14,14 @@ from effectledger import (
     Command,
     Context,
     DestinationRef,
-    Executor,
     InvalidInput,
-    Ledger,
-    RecoveryWorker,
     SimulatedReceiver,
     StorageError,
-    open_store,
 )
 from effectledger.errors import EffectLedgerError
-from effectledger.ledger import draft_operation
-from effectledger.store import Store
+from effectledger.ledger import Ledger, draft_operation
+from effectledger.store import Store, open_store
+from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, REVIEWER, World
 from tests.conftest import admit, count_rows, reply_command
 

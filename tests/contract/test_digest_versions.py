@@ -14,22 +14,24 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from effectledger import Context, DestinationRef, InvalidInput, Ledger, ManualClock, open_store
-from effectledger.actions import Action, ActionRegistry
+from effectledger import Context, DestinationRef, InvalidInput, ManualClock
+from effectledger.actions.policy import RulePolicy
+from effectledger.actions.registry import Action, ActionRegistry
 from effectledger.audit.explain import explain_stored
 from effectledger.audit.export import export_log
 from effectledger.audit.receipt import prove_events
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.authority import Authority
-from effectledger.canonical import MAX_SAFE_INTEGER, digest, digest_version
 from effectledger.errors import ChainBreak, ExportFailed, TamperedProposal
 from effectledger.events.chain import GENESIS_HASH, event_body, verify_chain
 from effectledger.events.record import entry_bytes, hash_of_entry
-from effectledger.model import to_micros
-from effectledger.policy import RulePolicy
+from effectledger.ledger import Ledger
+from effectledger.model.canonical import MAX_SAFE_INTEGER, digest, digest_version
+from effectledger.model.operations import to_micros
+from effectledger.store import open_store
 from tests.conftest import admit, count_rows, drop_trigger, raw_sql, reply_command
-from tests.evidence_support import SIGNER, VERIFIER_KEY
+from tests.support.evidence import SIGNER, VERIFIER_KEY
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 REVIEWER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))

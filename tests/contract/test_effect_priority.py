@@ -19,21 +19,20 @@ import pytest
 from effectledger import (
     Command,
     Context,
-    Executor,
-    Ledger,
     LedgerSettings,
     ManualClock,
     Observation,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
-    open_store,
 )
+from effectledger.app.performing import EffectService
 from effectledger.audit.sealer import LogSealer
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, count_rows
-from tests.evidence_support import SIGNER
+from tests.support.evidence import SIGNER
 
 
 class _Holder:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from effectledger import Context, Ledger, Observation, OperationState, Outcome, SimulatedReceiver
+from effectledger import Context, Observation, OperationState, Outcome, SimulatedReceiver
 from effectledger.errors import IntegrityError
-from effectledger.evidence import EvidencePolicy, capture, load_evidence
+from effectledger.ledger import Ledger
+from effectledger.ledger.evidence import load_evidence
+from effectledger.model.evidence import EvidencePolicy, capture
 from tests.conftest import RAW_REFUSED, admit, count_rows, drop_trigger, raw_sql, refuse_event
 
 POLICY = EvidencePolicy()

@@ -8,20 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import (
-    Context,
-    Ledger,
-    ManualClock,
-    NotFound,
-    SimulatedReceiver,
-)
+from effectledger import Context, ManualClock, NotFound, SimulatedReceiver
 from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.errors import ExportCursorMismatch, LogNotSealed
+from effectledger.ledger import Ledger
 from effectledger.store import Store
 from tests.conftest import admit
-from tests.evidence_support import (
+from tests.support.evidence import (
     NEW_SIGNER,
     SIGNER,
     VERIFIER_KEY,

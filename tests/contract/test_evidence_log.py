@@ -8,15 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import (
-    Context,
-    Ledger,
-    ManualClock,
-    NotFound,
-    OperationState,
-    SimulatedReceiver,
-    open_store,
-)
+from effectledger import Context, ManualClock, NotFound, OperationState, SimulatedReceiver
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.schedule import seal_periodically
@@ -32,10 +24,10 @@ from effectledger.events.record import (
     entry_from_row,
     leaf_of_entry,
 )
-from effectledger.ledger import AUDITOR_ROLE
-from effectledger.store import Store
+from effectledger.ledger import AUDITOR_ROLE, Ledger
+from effectledger.store import Store, open_store
 from tests.conftest import admit
-from tests.evidence_support import NEW_SIGNER, SIGNER, make_history
+from tests.support.evidence import NEW_SIGNER, SIGNER, make_history
 
 
 def _all_events(ledger: Ledger, context: Context, operation_ids: list[str]) -> list[object]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from effectledger import Context, Ledger, ManualClock, SimulatedReceiver
+from effectledger import Context, ManualClock, SimulatedReceiver
 from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
 from effectledger.audit.export import export_log
 from effectledger.audit.merkle import MerkleTree
@@ -20,8 +20,9 @@ from effectledger.audit.verify import VerificationReport, verify_bundle
 from effectledger.errors import AuditVerificationFailed
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import entry_bytes, hash_of_entry, leaf_of_entry
+from effectledger.ledger import Ledger
 from effectledger.store import Store
-from tests.evidence_support import (
+from tests.support.evidence import (
     ROGUE_SIGNER,
     SIGNER,
     VERIFIER_KEY,

@@ -11,9 +11,7 @@ from effectledger import (
     ConstraintViolation,
     Context,
     DestinationMismatch,
-    Executor,
     InvalidTransition,
-    Ledger,
     NotFound,
     Observation,
     OperationState,
@@ -23,9 +21,12 @@ from effectledger import (
     TamperedCommand,
 )
 from effectledger.audit import verify_chain
-from effectledger.callers.tools import DispatchTool
+from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.errors import ToolArgumentsRejected
-from effectledger.store import Row, Store
+from effectledger.ledger import Ledger
+from effectledger.model.operations import Row
+from effectledger.store import Store
+from effectledger.workers import Executor
 from tests.conftest import RAW_REFUSED, admit, count_rows, raw_sql, refuse_event
 
 

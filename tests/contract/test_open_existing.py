@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import Context, InvalidInput, Ledger, NotFound, SimulatedReceiver, open_store
+from effectledger import Context, InvalidInput, NotFound, SimulatedReceiver
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 from tests.conftest import admit, run_sql
 
 

@@ -15,18 +15,18 @@ import pytest
 
 from effectledger import (
     Context,
-    Ledger,
     LedgerSettings,
     ManualClock,
     Observation,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
     StorageBusy,
     StorageError,
 )
-from effectledger.model import PreparedAttempt
+from effectledger.ledger import Ledger
+from effectledger.model.operations import PreparedAttempt
 from effectledger.store import Store
+from effectledger.workers import RecoveryWorker
 from tests.conftest import admit, count_rows, raw_sql
 
 BUDGET = timedelta(milliseconds=500)

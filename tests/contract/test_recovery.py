@@ -6,16 +6,15 @@ import threading
 
 from effectledger import (
     Context,
-    Executor,
-    Ledger,
     LookupMode,
     ManualClock,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
 )
 from effectledger.audit import verify_chain
+from effectledger.ledger import Ledger
+from effectledger.workers import Executor, RecoveryWorker
 from tests.conftest import admit, count_rows
 
 
@@ -173,7 +172,7 @@ def test_a_new_store_object_recovers_from_the_files_alone(
     store_url: str,
 ) -> None:
     """Recovery needs nothing from the dispatching process: a fresh store and receiver suffice."""
-    from effectledger import open_store
+    from effectledger.store import open_store
 
     lost_reply(ledger, context, receiver)
     ledger.store.close()

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from effectledger import open_store
+from effectledger.sql import DIALECTS, load_queries, migrations, schema
+from effectledger.store import open_store
 from effectledger.store.postgres import PostgresStore
-from effectledger.store.queries import DIALECTS, load_queries, migrations, schema
 from tests.conftest import drop_postgres_schema, postgres_schema, require_postgres, with_options
 
 _SQLITE_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")

@@ -14,9 +14,7 @@ import pytest
 
 from effectledger import (
     Context,
-    Executor,
     InvalidTransition,
-    Ledger,
     ManualClock,
     Observation,
     OperationState,
@@ -24,7 +22,9 @@ from effectledger import (
     SimulatedReceiver,
     SubmitMode,
 )
-from effectledger.transitions import implied_state
+from effectledger.ledger import Ledger
+from effectledger.model.states import implied_state
+from effectledger.workers import Executor
 from tests.conftest import admit
 
 S = OperationState

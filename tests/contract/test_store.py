@@ -11,18 +11,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from effectledger import (
-    ConstraintViolation,
-    Context,
-    Executor,
-    InvalidInput,
-    Ledger,
-    SimulatedReceiver,
-    StorageError,
-    open_store,
-)
-from effectledger.store import Store, Transaction
+from effectledger import ConstraintViolation, Context, InvalidInput, SimulatedReceiver, StorageError
+from effectledger.ledger import Ledger
+from effectledger.store import Store, Transaction, open_store
 from effectledger.store.postgres import PostgresStore
+from effectledger.workers import Executor
 from tests.conftest import admit, run_sql, with_options
 
 _DRIVER_ERRORS = (sqlite3.Error, psycopg.Error)

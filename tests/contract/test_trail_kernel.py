@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from effectledger import Context, Ledger, SimulatedReceiver
+from effectledger import Context, SimulatedReceiver
 from effectledger.errors import ConcurrentModification
 from effectledger.events.chain import verify_chain
-from effectledger.ledger import AUDITOR_ROLE
+from effectledger.ledger import AUDITOR_ROLE, Ledger
 from effectledger.ledger.claims import claim_row
 from effectledger.ledger.trail import key, write_transition
-from effectledger.model import OperationState, PreparedAttempt
+from effectledger.model.operations import OperationState, PreparedAttempt
 from effectledger.store import Transaction
 from tests.conftest import admit, count_rows
 

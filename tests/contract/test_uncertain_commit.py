@@ -18,22 +18,21 @@ from effectledger import (
     CommitUncertain,
     Context,
     DestinationRef,
-    Executor,
-    Ledger,
     ManualClock,
     Observation,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
-    open_store,
 )
-from effectledger.actions import ActionRegistry
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 from effectledger.store.postgres import PostgresStore
+from effectledger.workers import Executor, RecoveryWorker
 from tests.conftest import admit, with_options
-from tests.cutting_proxy import Cut, CuttingProxy
+from tests.support.cutting_proxy import Cut, CuttingProxy
 
 pytestmark = pytest.mark.postgres
 

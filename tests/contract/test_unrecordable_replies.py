@@ -16,18 +16,17 @@ import pytest
 from effectledger import (
     Command,
     Context,
-    Executor,
-    Ledger,
     ManualClock,
     Observation,
     OperationState,
     Outcome,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
 )
+from effectledger.app.performing import EffectService
 from effectledger.audit.explain import explain, render
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
+from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, count_rows
 

@@ -14,20 +14,17 @@ import pytest
 from effectledger import (
     Context,
     DestinationRef,
-    Executor,
-    Ledger,
     LedgerSettings,
     ManualClock,
     Observation,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
-    new_id,
-    open_store,
 )
-from effectledger.model import PreparedAttempt
-from effectledger.store import Store
+from effectledger.ledger import Ledger, new_id
+from effectledger.model.operations import PreparedAttempt
+from effectledger.store import Store, open_store
+from effectledger.workers import Executor, RecoveryWorker
 from tests.conftest import admit, run_sql, with_options
 
 T = TypeVar("T")

@@ -17,19 +17,18 @@ from effectledger import (
     Command,
     Context,
     DestinationRef,
-    Executor,
-    Ledger,
     ManualClock,
     NotFound,
     Observation,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
 )
-from effectledger.actions import ActionRegistry
-from effectledger.policy import RulePolicy
-from effectledger.service import EffectService
+from effectledger.actions.policy import RulePolicy
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.performing import EffectService
+from effectledger.ledger import Ledger
+from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, World, build_world
 from tests.conftest import admit, count_rows, run_sql
 

@@ -20,18 +20,17 @@ from effectledger import (
     Attempt,
     AuditEvent,
     Context,
-    Executor,
-    Ledger,
     LedgerSettings,
     ManualClock,
     Operation,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
-    open_store,
 )
 from effectledger.audit import verify_chain
 from effectledger.destinations.simulated import ReceiverCounts
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor, RecoveryWorker
 from tests.faults.driver import ACTOR, RECEIVER_SYNCHRONOUS, TENANT
 
 DRIVER = Path(__file__).with_name("driver.py")

@@ -4,9 +4,9 @@ Run by path, ``python driver.py --store URL --receiver FILE --start ISO --operat
 The steps run in order against a real store and a real simulated receiver:
 
 * ``admit`` admits the operation for :data:`COMMAND`, bound to the receiver;
-* ``execute`` dispatches it through the :class:`~effectledger.executor.Executor`;
+* ``execute`` dispatches it through the :class:`~effectledger.workers.executor.Executor`;
 * ``advance:<seconds>`` moves the child's :class:`~effectledger.clock.ManualClock`;
-* ``recover`` runs one :class:`~effectledger.recovery.RecoveryWorker` pass.
+* ``recover`` runs one :class:`~effectledger.workers.recovery.RecoveryWorker` pass.
 
 The clock starts at ``--start``, so parent and child agree on every window without sleeping.
 ``EFFECTLEDGER_CRASH_AT`` (read when :mod:`effectledger` is imported) makes the child SIGKILL
@@ -31,16 +31,15 @@ from effectledger import (
     Context,
     DestinationRef,
     EffectLedgerError,
-    Executor,
-    Ledger,
     LedgerSettings,
     ManualClock,
     Operation,
-    RecoveryWorker,
     SimulatedReceiver,
     SubmitMode,
-    open_store,
 )
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor, RecoveryWorker
 
 TENANT = "acme"
 ACTOR = "alice"

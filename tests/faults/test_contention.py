@@ -20,17 +20,17 @@ import pytest
 
 from effectledger import (
     AdmissionConflict,
-    Executor,
-    Ledger,
     NotFound,
     Operation,
     OperationState,
     SimulatedReceiver,
     StorageBusy,
     StorageError,
-    open_store,
 )
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 from effectledger.store.sqlite import MAX_ATTEMPTS, SQLiteStore
+from effectledger.workers import Executor
 from tests.faults import driver
 from tests.faults._harness import CONTEXT, START, Survivor, spawn_all, survivor
 

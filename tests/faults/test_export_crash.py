@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import Context, Ledger, ManualClock, SimulatedReceiver, open_store
+from effectledger import Context, ManualClock, SimulatedReceiver
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
-from tests.evidence_support import SIGNER, VERIFIER_KEY, make_history, parsed, read_lines
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from tests.support.evidence import SIGNER, VERIFIER_KEY, make_history, parsed, read_lines
 
 pytestmark = pytest.mark.slow
 

@@ -19,17 +19,16 @@ import pytest
 from effectledger import (
     Context,
     DispatchResult,
-    Executor,
-    Ledger,
     LedgerSettings,
     ManualClock,
     OperationState,
-    RecoveryWorker,
     SimulatedReceiver,
-    open_store,
 )
 from effectledger.audit import verify_chain
-from effectledger.callers.tools import DispatchTool
+from effectledger.callers.dispatch_tool import DispatchTool
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+from effectledger.workers import Executor, RecoveryWorker
 from tests.conftest import admit
 
 REPLY_DELAY_S = 0.5

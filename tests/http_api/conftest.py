@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from effectledger import ManualClock
-from effectledger.callers.api_keys import ApiKeys
-from effectledger.callers.http_api import create_app
+from effectledger.app.keys import ApiKeys
+from effectledger.callers.http.app import create_app
 from tests.acceptance.test_authority_matrix import World, build_world
 from tests.conftest import count_rows
 from tests.http_api.server import serving

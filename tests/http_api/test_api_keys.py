@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from effectledger import ManualClock, Store, open_store
-from effectledger.callers.api_keys import ApiKeys, hash_token
+from effectledger import ManualClock
+from effectledger.app.keys import ApiKeys, hash_token
 from effectledger.errors import InvalidInput, NotAuthenticated, NotFound
+from effectledger.store import Store, open_store
 from tests.conftest import RAW_REFUSED, raw_sql
 
 

@@ -9,7 +9,7 @@ import sys
 def test_import_effectledger_does_not_import_the_server_extra() -> None:
     """``import effectledger`` (and the API keys module the CLI uses) load no FastAPI or uvicorn."""
     code = (
-        "import sys, effectledger, effectledger.callers.api_keys\n"
+        "import sys, effectledger, effectledger.app.keys\n"
         "loaded = sorted({m.split('.')[0] for m in sys.modules}"
         " & {'fastapi', 'starlette', 'uvicorn', 'httpx', 'schemathesis'})\n"
         "print(','.join(loaded))"

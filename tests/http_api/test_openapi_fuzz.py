@@ -17,7 +17,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from effectledger import errors
-from effectledger.callers.http_api import HTTP_ONLY_CODES
+from effectledger.callers.http.app import HTTP_ONLY_CODES
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.http_api.conftest import HttpWorld
 

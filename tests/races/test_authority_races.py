@@ -15,8 +15,8 @@ from typing import TypeVar
 import pytest
 
 from effectledger import SimulatedReceiver
+from effectledger.app.performing import EffectResult, EffectService
 from effectledger.events.chain import verify_chain
-from effectledger.service import EffectResult, EffectService
 from tests.conftest import count_rows
 from tests.faults._harness import spawn_all
 from tests.races.world import (

@@ -16,9 +16,9 @@ from effectledger import (
     OperationState,
     SimulatedReceiver,
 )
+from effectledger.app.performing import EffectService
 from effectledger.errors import ApprovalRefused
-from effectledger.proposals import Correlation
-from effectledger.service import EffectService
+from effectledger.model.authority import Correlation
 from tests.conftest import count_rows
 from tests.races.world import AGENT, MALLORY, REFUND_30, approver, build, close
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import Executor, OperationState, SimulatedReceiver, TamperedOperation
-from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
-from effectledger.model import to_micros
-from effectledger.service import EffectService
+from effectledger import OperationState, SimulatedReceiver, TamperedOperation
+from effectledger.app.performing import EffectService
+from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
+from effectledger.model.operations import to_micros
+from effectledger.workers import Executor
 from tests.conftest import RAW_REFUSED, count_rows, drop_trigger, raw_sql
 from tests.races.world import AGENT, REFUND_30, START, approver, build, close
 

@@ -11,19 +11,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from effectledger import (
-    Context,
-    DestinationRef,
-    Ledger,
-    LedgerSettings,
-    ManualClock,
-    SimulatedReceiver,
-    open_store,
-)
-from effectledger.actions import ActionRegistry
+from effectledger import Context, DestinationRef, LedgerSettings, ManualClock, SimulatedReceiver
+from effectledger.actions.policy import Preauthorization, RulePolicy
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.policy import Preauthorization, RulePolicy
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))

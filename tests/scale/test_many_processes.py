@@ -17,17 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import (
-    Context,
-    Executor,
-    Ledger,
-    ManualClock,
-    OperationState,
-    RecoveryWorker,
-    SimulatedReceiver,
-    SubmitMode,
-)
-from effectledger.model import to_micros
+from effectledger import Context, ManualClock, OperationState, SimulatedReceiver, SubmitMode
+from effectledger.ledger import Ledger
+from effectledger.model.operations import to_micros
+from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, run_sql
 from tests.scale.worker import ROLE_POLICY

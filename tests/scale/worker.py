@@ -12,22 +12,15 @@ import json
 import random
 import sys
 
-from effectledger import (
-    Context,
-    DestinationRef,
-    Executor,
-    Ledger,
-    LookupMode,
-    ManualClock,
-    RecoveryWorker,
-    SimulatedReceiver,
-    open_store,
-)
-from effectledger.actions import ActionRegistry
+from effectledger import Context, DestinationRef, LookupMode, ManualClock, SimulatedReceiver
+from effectledger.actions.policy import RulePolicy
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.model import from_micros
-from effectledger.policy import RulePolicy
-from effectledger.service import EffectService
+from effectledger.ledger import Ledger
+from effectledger.model.operations import from_micros
+from effectledger.store import open_store
+from effectledger.workers import Executor, RecoveryWorker
 
 # The role-based policy of the guarded pool: only actors with the ``agent`` role may request.
 ROLE_POLICY = RulePolicy(version="refund-policy-roles", proposer_roles=frozenset({"agent"}))

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.canonical import (
+from effectledger.errors import InvalidInput
+from effectledger.model.canonical import (
     MAX_SAFE_INTEGER,
     canonical_bytes,
     decode_canonical,
@@ -19,8 +20,7 @@ from effectledger.canonical import (
     encode,
     fingerprint,
 )
-from effectledger.errors import InvalidInput
-from effectledger.model import Command
+from effectledger.model.operations import Command
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=20),

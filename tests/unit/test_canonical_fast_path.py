@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectledger.canonical import canonical_bytes, encode
 from effectledger.errors import InvalidInput
+from effectledger.model.canonical import canonical_bytes, encode
 
 # Any code point, lone surrogates included; weighted towards the characters that get escaped.
 characters = st.one_of(

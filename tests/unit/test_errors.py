@@ -44,7 +44,7 @@ def test_errors_serialize_with_code_and_details() -> None:
 
 def test_public_names_match_all() -> None:
     """``effectledger.__all__`` lists exactly the public names the package exports."""
-    public = {name for name in vars(effectledger) if not name.startswith("_")}
+    public = {name for name in vars(effectledger) if not name.startswith("_")} | {"__version__"}
     modules = {name for name in public if inspect.ismodule(getattr(effectledger, name))}
     assert set(effectledger.__all__) == public - modules
     assert sorted(effectledger.__all__) == effectledger.__all__

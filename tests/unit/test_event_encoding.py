@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectledger.canonical import canonical_bytes
 from effectledger.events.chain import GENESIS_HASH, event_body, event_hash, hash_event
+from effectledger.model.canonical import canonical_bytes
 
 # Characters that get escaped, and fragments of the keys the cut searches for.
 _TRICKY = [',"details":', ',"event_id":', '"', "\\", ",", ":", "{", "}", "\x00", "\n", "é"]

@@ -163,7 +163,7 @@ def test_an_empty_bundle_never_verifies() -> None:
     """No bytes: ``bundle_malformed``; with a kept checkpoint: ``checkpoint_inconsistent``."""
     from effectledger.audit.tlog import Checkpoint, sign_checkpoint
     from effectledger.audit.verify import verify_bundle
-    from tests.evidence_support import SIGNER
+    from tests.support.evidence import SIGNER
 
     kept = sign_checkpoint(Checkpoint("effectledger/acme", 3, bytes(32)), [SIGNER])
     alone = verify_bundle(b"", [SIGNER.verifier()])

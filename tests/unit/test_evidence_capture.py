@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from effectledger.errors import InvalidInput
-from effectledger.evidence import (
+from effectledger.model.evidence import (
     MAX_EVIDENCE_BYTES,
     REDACTED,
     Evidence,

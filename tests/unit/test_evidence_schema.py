@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from effectledger import errors
-from effectledger.store.queries import load_queries, migrations, schema
+from effectledger.sql import load_queries, migrations, schema
 from effectledger.store.sqlite import SQLiteStore
 
 EVIDENCE_HEADER = "-- Evidence: Merkle log, checkpoints, export"

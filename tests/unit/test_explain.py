@@ -10,7 +10,7 @@ import pytest
 from effectledger.audit.explain import Sentence, explain, render
 from effectledger.errors import InvalidInput
 from effectledger.events.chain import GENESIS_HASH
-from effectledger.model import AuditEvent, from_micros
+from effectledger.model.operations import AuditEvent, from_micros
 
 START = 1_767_225_600_000_000
 

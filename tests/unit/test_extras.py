@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from effectledger import open_store
 from effectledger.errors import MissingExtra
 from effectledger.extras import EXTRAS, require_extra
+from effectledger.store import open_store
 
 
 def test_a_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,13 +20,13 @@ from effectledger import (
     Outcome,
     to_dict,
 )
-from effectledger.function_actions import (
+from effectledger.actions.functions import (
     DEFAULT_POLICY_VERSION,
     Declaration,
-    FunctionDestination,
     arguments_model,
 )
-from effectledger.policy import Tier
+from effectledger.actions.policy import Tier
+from effectledger.destinations.function import FunctionDestination
 
 
 class Loose(BaseModel):

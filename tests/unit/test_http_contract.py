@@ -17,7 +17,7 @@ from effectledger.destinations.secrets import (
     file_secret,
 )
 from effectledger.errors import InvalidInput
-from effectledger.model import Command, Outcome
+from effectledger.model.operations import Command, Outcome
 
 httpx = pytest.importorskip("httpx")
 

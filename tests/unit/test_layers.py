@@ -23,26 +23,35 @@ PACKAGE = Path(effectledger.__file__).parent
 # Each group of modules, and the modules it must never import (prefixes: a package covers its
 # modules). Read top-down: everything above a layer is forbidden to it.
 _CALLERS = ("effectledger.callers", "effectledger.cli")
-_API = ("effectledger.app", "effectledger.app_async", *_CALLERS)
-_SERVICE = ("effectledger.service", "effectledger.executor", "effectledger.recovery", *_API)
+_API = ("effectledger.app.ledger", "effectledger.app.aio", *_CALLERS)
+_SERVICE = (
+    "effectledger.app.performing",
+    "effectledger.workers.executor",
+    "effectledger.workers.recovery",
+    *_API,
+)
 _AUTHORITY = ("effectledger.authority", *_SERVICE)
 _LEDGER = ("effectledger.ledger", *_AUTHORITY)
 _STORE = ("effectledger.store", *_LEDGER)
 FORBIDDEN: dict[tuple[str, ...], tuple[str, ...]] = {
     ("effectledger.callers",): (
         "effectledger.cli",
-        "effectledger.service",
+        "effectledger.app.performing",
         "effectledger.authority",
     ),
-    ("effectledger.app", "effectledger.app_async"): _CALLERS,
-    ("effectledger.service", "effectledger.executor", "effectledger.recovery"): _API,
+    ("effectledger.app.ledger", "effectledger.app.aio"): _CALLERS,
+    (
+        "effectledger.app.performing",
+        "effectledger.workers.executor",
+        "effectledger.workers.recovery",
+    ): _API,
     ("effectledger.authority",): _SERVICE,
     ("effectledger.ledger",): _AUTHORITY,
     ("effectledger.store",): _LEDGER,
     (
-        "effectledger.model",
+        "effectledger.model.operations",
         "effectledger.errors",
-        "effectledger.canonical",
+        "effectledger.model.canonical",
         "effectledger.events",
     ): (*_STORE, "effectledger.audit"),
 }
@@ -135,8 +144,8 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_was_read() -> None:
     """The walk found the package and its imports (else the checks below check nothing)."""
-    assert {"effectledger.ledger.facade", "effectledger.store.sqlite"} <= MODULES.keys()
-    assert "effectledger.store" in LOADING["effectledger.ledger.facade"]
+    assert {"effectledger.ledger.transactions", "effectledger.store.sqlite"} <= MODULES.keys()
+    assert "effectledger.store" in LOADING["effectledger.ledger.transactions"]
 
 
 def test_no_module_imports_itself_back() -> None:
@@ -147,7 +156,7 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_cycle_check_finds_a_cycle() -> None:
     """An import back from the store to the ledger facade (which loads the store) is caught."""
     looped = {name: set(targets) for name, targets in LOADING.items()}
-    looped["effectledger.store"].add("effectledger.ledger.facade")
+    looped["effectledger.store"].add("effectledger.ledger.transactions")
     assert any("effectledger.store" in group for group in cycles(looped))
 
 

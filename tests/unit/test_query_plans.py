@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from effectledger.store.queries import load_queries, load_statements, schema
+from effectledger.sql import load_queries, load_statements, schema
 
 # query name -> why reading a whole tenant (or every tenant) is what it is for
 WHOLE_TENANT = {

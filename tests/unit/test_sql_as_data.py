@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from effectledger.store.queries import fill, load_statements
+from effectledger.sql import fill, load_statements
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "effectledger"
 _STATEMENT = re.compile(

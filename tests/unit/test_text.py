@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from effectledger.text import printable, unprintable
+from effectledger.display import printable, unprintable
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,8 @@ import pytest
 
 from effectledger.audit.explain import explain
 from effectledger.errors import InvalidTransition
-from effectledger.model import AuditEvent, OperationState
-from effectledger.store.queries import DIALECTS, load_queries
-from effectledger.transitions import (
+from effectledger.model.operations import AuditEvent, OperationState
+from effectledger.model.states import (
     COMMITTING,
     FREEING,
     HOLDING,
@@ -23,6 +22,7 @@ from effectledger.transitions import (
     render_markdown,
     transition,
 )
+from effectledger.sql import DIALECTS, load_queries
 
 ALL_STATES: tuple[OperationState | None, ...] = (None, *OperationState)
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "states.md"

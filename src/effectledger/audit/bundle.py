@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from effectledger.audit.keys import origin_for
-from effectledger.canonical import canonical_bytes
+from effectledger.model.canonical import canonical_bytes
 
 __all__ = [
     "ENTRY_START",

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from effectledger.audit.bundle import ENTRY_START, EVENT_LINE_FIELDS, LINE_LIMIT
-from effectledger.canonical import canonical_bytes, decode_canonical, encode
 from effectledger.errors import InvalidInput
 from effectledger.events.record import (
     AFTER_KEY,
@@ -31,7 +30,8 @@ from effectledger.events.record import (
     hash_of_entry,
     leaf_of_entry,
 )
-from effectledger.model import AuditEvent
+from effectledger.model.canonical import canonical_bytes, decode_canonical, encode
+from effectledger.model.operations import AuditEvent
 
 __all__ = [
     "EventLine",

@@ -18,13 +18,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from effectledger.display import printable
 from effectledger.errors import InvalidInput, InvalidTransition, NotFound
 from effectledger.events.chain import verify_chain
 from effectledger.events.record import event_from_row
-from effectledger.model import AuditEvent, OperationState, from_micros, validate_identifier
-from effectledger.store import Row, Store, Transaction
-from effectledger.text import printable
-from effectledger.transitions import EventType, transition
+from effectledger.model.operations import (
+    AuditEvent,
+    OperationState,
+    Row,
+    from_micros,
+    validate_identifier,
+)
+from effectledger.model.states import EventType, transition
+from effectledger.store import Store, Transaction
 
 __all__ = ["Sentence", "explain", "explain_stored", "render"]
 

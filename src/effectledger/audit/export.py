@@ -34,8 +34,8 @@ from effectledger.errors import (
     ExportFailed,
     InvalidInput,
 )
-from effectledger.model import to_micros, validate_identifier
-from effectledger.store import Row, Store, Transaction
+from effectledger.model.operations import Row, to_micros, validate_identifier
+from effectledger.store import Store, Transaction
 
 # Receipts live in receipt.py; these names stay importable from here.
 __all__ = ["ExportReport", "ProofReport", "export_log", "prove_events"]

@@ -28,7 +28,7 @@ from effectledger.audit.note import open_note
 from effectledger.audit.signers import Signer, Verifier, generate_signer
 from effectledger.audit.tlog import Checkpoint
 from effectledger.errors import LogKeyInvalid, NoteError
-from effectledger.model import validate_identifier
+from effectledger.model.operations import validate_identifier
 
 __all__ = [
     "KEY_ENV",

@@ -26,7 +26,8 @@ from effectledger.errors import (
     LogKeyInvalid,
     NoteError,
 )
-from effectledger.store import Row, Transaction
+from effectledger.model.operations import Row
+from effectledger.store import Transaction
 
 __all__ = [
     "StoredCheckpoint",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from effectledger.audit.log_head import StoredCheckpoint, stored_checkpoint
 from effectledger.events.record import event_from_row
-from effectledger.model import AuditEvent, validate_identifier
+from effectledger.model.operations import AuditEvent, validate_identifier
 from effectledger.store import Store
 
 __all__ = ["latest_checkpoint", "operation_events"]

@@ -34,8 +34,8 @@ from effectledger.errors import (
     NotFound,
 )
 from effectledger.events.record import stored_entry
-from effectledger.model import validate_identifier
-from effectledger.store import Row, Store, Transaction
+from effectledger.model.operations import Row, validate_identifier
+from effectledger.store import Store, Transaction
 
 __all__ = ["ProofReport", "prove_events", "stored_event_line"]
 

@@ -44,8 +44,13 @@ from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, LogKeyInvalid, ProofError
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import canonical_entry, leaf_of_entry
-from effectledger.model import from_micros, to_micros, validate_identifier
-from effectledger.store import Row, Store, Transaction
+from effectledger.model.operations import (
+    Row,
+    from_micros,
+    to_micros,
+    validate_identifier,
+)
+from effectledger.store import Store, Transaction
 
 __all__ = ["DEFAULT_BATCH_SIZE", "LogSealer", "SealReport"]
 

@@ -7,24 +7,24 @@ one transaction that turns authority into an operation: it rechecks the actor, e
 version, policy, approval binding and capacity, then inserts the operation, consumes the approval
 and holds the units together. A denial writes an ``AdmissionDenied`` event and nothing else.
 
-The proposal digest is ``digest("proposal", ...)`` (see :mod:`effectledger.canonical`) over::
+The proposal digest is ``digest("proposal", ...)`` (see :mod:`effectledger.model.canonical`) over::
 
     {"action", "arguments", "contract_version", "destination": {"account_id", "endpoint"},
      "expires_us", "operation_id", "policy_version", "pool", "proposer_id", "resource_version",
      "target", "tenant_id", "units"}
 
 Modules: :mod:`~effectledger.authority.proposing` (proposals),
-:mod:`~effectledger.authority.deciding` (approvals and denials),
-:mod:`~effectledger.authority.admitting` (admission and its dispatch-time recheck),
+:mod:`~effectledger.authority.decisions` (approvals and denials),
+:mod:`~effectledger.authority.running` (admission and its dispatch-time recheck),
 :mod:`~effectledger.authority.capacity` (pool limits), behind the :class:`Authority` facade.
 """
 
+from effectledger.authority.admission import Admission
+from effectledger.authority.authority import Authority
 from effectledger.authority.capacity import CAPACITY_ACTOR, capacity_trail
-from effectledger.authority.deciding import MAX_APPROVAL_LIFETIME, MAX_REASON_LENGTH
-from effectledger.authority.decision import Admission
-from effectledger.authority.facade import Authority
+from effectledger.authority.decisions import MAX_APPROVAL_LIFETIME, MAX_REASON_LENGTH
 from effectledger.authority.proposing import MAX_UNITS
-from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
+from effectledger.model.authority import Approval, CapacityUsage, Correlation, Proposal
 
 __all__ = [
     "CAPACITY_ACTOR",

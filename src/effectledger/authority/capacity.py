@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from effectledger.errors import InvalidInput
 from effectledger.ledger import Ledger, append_event, lock_scope
-from effectledger.model import validate_identifier
-from effectledger.proposals import CapacityUsage
+from effectledger.model.authority import CapacityUsage
+from effectledger.model.operations import validate_identifier
+from effectledger.model.states import EventType
 from effectledger.store import Transaction
-from effectledger.transitions import EventType
 
 __all__ = ["CAPACITY_ACTOR", "capacity_in", "capacity_trail", "check_limit", "set_limit_in"]
 

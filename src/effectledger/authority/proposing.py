@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from effectledger.actions import Action
-from effectledger.canonical import canonical_bytes, digest
+from effectledger.actions.registry import Action
 from effectledger.clock import Clock
 from effectledger.errors import InvalidInput, NotFound, OperationIdTaken
 from effectledger.ledger import Ledger, append_event, lock_trail, new_id, validate_operation_id
-from effectledger.model import Context, to_micros, validate_identifier
-from effectledger.proposals import Correlation, Proposal, proposal_digest_body, proposal_from_row
+from effectledger.ledger.rows import proposal_from_row
+from effectledger.model.authority import Correlation, Proposal, proposal_digest_body
+from effectledger.model.canonical import canonical_bytes, digest
+from effectledger.model.operations import Context, to_micros, validate_identifier
+from effectledger.model.states import EventType
 from effectledger.store import Store, Transaction
-from effectledger.transitions import EventType
 
 __all__ = ["MAX_UNITS", "approval_consumed_by", "get_proposal", "proposal_row", "propose_in"]
 

@@ -15,7 +15,7 @@ worded as done or failed. Arguments the model invents are refused with
 :class:`~effectledger.errors.ToolArgumentsRejected` before anything is written.
 
 The tools are built on the public API: ``FunctionTools(ledger)`` over the
-:class:`~effectledger.app.EffectLedger` that ``effectledger.connect`` returns, calling its
+:class:`~effectledger.EffectLedger` that ``effectledger.connect`` returns, calling its
 ``propose``, ``perform`` and ``status`` and nothing beneath them.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import pydantic_core
 
-from effectledger.app import EffectLedger
+from effectledger.app.ledger import EffectLedger
 from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
 from effectledger.callers.tool_definitions import (
     IDENTITY_FIELDS,
@@ -42,9 +42,9 @@ from effectledger.callers.tool_definitions import (
     openai_responses_tools,
 )
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound, ToolArgumentsRejected
-from effectledger.model import Context, DispatchResult, OperationState
-from effectledger.outcomes import EffectOutcome, EffectResult, TraceStep
-from effectledger.proposals import Correlation, Proposal
+from effectledger.model.authority import Correlation, Proposal
+from effectledger.model.operations import Context, DispatchResult, OperationState
+from effectledger.model.results import EffectOutcome, EffectResult, TraceStep
 
 __all__ = [
     "IDENTITY_FIELDS",
@@ -245,7 +245,7 @@ _ANSWER_FORMATS: dict[str, Callable[[ToolResult, str], dict[str, Any]]] = {
 class FunctionTools:
     """The tools of one ledger's declared actions, and the host's dispatch of a tool call.
 
-    Built from the :class:`~effectledger.app.EffectLedger` (``FunctionTools(ledger)``) once its
+    Built from the :class:`~effectledger.EffectLedger` (``FunctionTools(ledger)``) once its
     actions are declared: the tool list is read from its registry when the tools are made.
     """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound
-from effectledger.model import OperationState
+from effectledger.model.operations import OperationState
 
 __all__ = ["UNCERTAIN", "error_guidance", "proposal_guidance", "result_guidance"]
 

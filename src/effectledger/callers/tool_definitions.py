@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from effectledger.actions import Action, ActionRegistry
+from effectledger.actions.registry import Action, ActionRegistry
 from effectledger.errors import InvalidInput
 
 __all__ = [

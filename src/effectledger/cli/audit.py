@@ -28,7 +28,7 @@ from effectledger.cli.output import Output, jsonable
 from effectledger.errors import ExportFailed, InvalidInput, NotFound
 from effectledger.events.chain import verify_chain
 from effectledger.ledger import Ledger
-from effectledger.model import AuditEvent, Context, validate_identifier
+from effectledger.model.operations import AuditEvent, Context, validate_identifier
 
 __all__ = ["events_rows", "register"]
 

@@ -16,8 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from effectledger.app import EffectLedger
-from effectledger.callers.tools import DispatchTool
+from effectledger.app.ledger import EffectLedger
+from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
 from effectledger.cli.output import Output
@@ -28,7 +28,7 @@ from effectledger.events.chain import verify_chain
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.extras import require_extra
 from effectledger.ledger import LedgerSettings
-from effectledger.model import Context, DestinationRef
+from effectledger.model.operations import Context, DestinationRef
 from effectledger.store import open_store
 
 __all__ = ["register", "run_demo"]

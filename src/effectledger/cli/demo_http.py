@@ -20,14 +20,19 @@ from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.output import Output
 from effectledger.clock import ManualClock
 from effectledger.destinations.secrets import env_secret
-from effectledger.evidence import load_evidence
-from effectledger.executor import Executor
 from effectledger.ledger import Ledger
-from effectledger.model import Command, Context, DestinationRef, OperationState
+from effectledger.ledger.evidence import load_evidence
+from effectledger.model.operations import (
+    Command,
+    Context,
+    DestinationRef,
+    OperationState,
+)
 from effectledger.receiver.contract import reference_destination
 from effectledger.receiver.server import serve
-from effectledger.recovery import RecoveryWorker
 from effectledger.store import open_store
+from effectledger.workers.executor import Executor
+from effectledger.workers.recovery import RecoveryWorker
 
 __all__ = ["run_http_demo"]
 

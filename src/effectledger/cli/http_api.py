@@ -2,7 +2,7 @@
 
 - ``serve --db URL --app MODULE:FACTORY [--host H] [--port P]`` runs the HTTP API with
   uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the application's
-  :class:`~effectledger.app.EffectLedger` (``effectledger.connect(store_url)`` with its actions
+  :class:`~effectledger.EffectLedger` (``effectledger.connect(store_url)`` with its actions
   declared); the API keys live in the same ledger database. ``--service`` is an older spelling
   of ``--app``.
 - ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once (it creates
@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from effectledger.app import EffectLedger
-from effectledger.callers.api_keys import ApiKeys
+from effectledger.app.keys import ApiKeys
+from effectledger.app.ledger import EffectLedger
 from effectledger.cli.options import Commands, add_db, add_json, load_attribute, open_existing
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
@@ -89,7 +89,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     require_extra("server", "serve")
     import uvicorn
 
-    from effectledger.callers.http_api import create_app
+    from effectledger.callers.http.app import create_app
 
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")

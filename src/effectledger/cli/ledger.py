@@ -11,10 +11,10 @@ from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_
 from effectledger.cli.output import Output, jsonable
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
 from effectledger.ledger import Ledger
-from effectledger.model import Context, Operation
-from effectledger.recovery import RecoveryReport, RecoveryWorker
+from effectledger.model.operations import Context, Operation
+from effectledger.sql import migrations
 from effectledger.store import open_store
-from effectledger.store.queries import migrations
+from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
 
 __all__ = ["EXIT_UNCERTAIN", "operation_document", "register"]
 

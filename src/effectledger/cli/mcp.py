@@ -1,7 +1,7 @@
 """``effectledger mcp``: serve an application's actions as MCP tools over stdio or streamable HTTP.
 
 The application names its ledger with ``--app module:attribute``: an
-:class:`~effectledger.app.EffectLedger` or a callable returning one. Trusted code declares the
+:class:`~effectledger.EffectLedger` or a callable returning one. Trusted code declares the
 actions and destinations, never the command line. An MCP host launches the server over stdio
 with ``effectledger mcp ...`` (or ``python -m effectledger.cli mcp ...``).
 
@@ -10,8 +10,8 @@ JSON file of ``{"token_sha256", "tenant", "actor", "roles"}`` entries; tokens ar
 digests). Over stdio the launching host names the one context the server acts for with
 ``--tenant``, ``--actor`` and ``--roles``. Arguments never carry identity.
 
-The server itself is the library's (:func:`~effectledger.callers.mcp_server.serve_stdio`,
-:func:`~effectledger.callers.mcp_server.serve_streamable_http`, extra ``mcp``); this module only
+The server itself is the library's (:func:`~effectledger.callers.mcp.serve_stdio`,
+:func:`~effectledger.callers.mcp.serve_streamable_http`, extra ``mcp``); this module only
 reads the options.
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 
-from effectledger.app import EffectLedger
+from effectledger.app.ledger import EffectLedger
 from effectledger.cli.options import Commands, load_attribute
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
-from effectledger.model import Context
+from effectledger.model.operations import Context
 
 __all__ = ["load_app", "register"]
 
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                 "--tenant/--actor apply to stdio; over HTTP each token names its caller"
             )
     try:
-        from effectledger.callers.mcp_server import (
+        from effectledger.callers.mcp import (
             TokenIdentities,
             serve_stdio,
             serve_streamable_http,

@@ -1,7 +1,7 @@
 """What the command line prints: escaped text, short ids, tables, JSON, and the error line.
 
 Stored text (provider references, reasons, event details) may hold terminal control sequences;
-:func:`effectledger.text.printable` (the one the library's explanations use) turns every control
+:func:`effectledger.display.printable` (the one the library's explanations use) turns every control
 and format character and every lone surrogate into a visible escape before anything reaches the
 terminal. JSON output is ASCII with ``\\u`` escapes.
 Tables show ids and digests shortened (``--wide`` or ``--json`` give them in full); plain lines
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from effectledger.text import printable
+from effectledger.display import printable
 
 __all__ = ["SHORT_ID", "Output", "jsonable", "printable", "short", "short_reference"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from effectledger.errors import DeliveryUncertain, DestinationMismatch, DestinationUnavailable
-from effectledger.model import Command, DestinationRef, Observation
+from effectledger.model.operations import Command, DestinationRef, Observation
 
 __all__ = [
     "BoundDestination",

@@ -16,7 +16,8 @@ What it promises:
 * An automatic resend happens only inside the contract's replay window (see
   :class:`~.http_contract.HttpContract`), with the same key, URL and bytes.
 * The answer that justified an outcome goes on the observation as redacted
-  :class:`~effectledger.evidence.Evidence`; request headers (credentials) are never kept, and a
+  :class:`~effectledger.model.evidence.Evidence`; request
+  headers (credentials) are never kept, and a
   transport failure is kept by its class name only.
 
 Sync (:meth:`submit`, :meth:`lookup`) and async (:meth:`submit_async`, :meth:`lookup_async`)
@@ -54,8 +55,8 @@ from effectledger.destinations.http_exchange import (
 )
 from effectledger.destinations.secrets import SecretHeader
 from effectledger.errors import DestinationUnavailable, InvalidInput
-from effectledger.evidence import EvidencePolicy
-from effectledger.model import Command, Observation, Outcome
+from effectledger.model.evidence import EvidencePolicy
+from effectledger.model.operations import Command, Observation, Outcome
 
 __all__ = [
     "HttpAction",

@@ -36,7 +36,7 @@ from datetime import timedelta
 from typing import Any
 
 from effectledger.errors import InvalidInput
-from effectledger.model import Outcome
+from effectledger.model.operations import Outcome
 
 __all__ = ["HttpContract", "StatusRule"]
 

@@ -18,8 +18,8 @@ import httpx
 
 from effectledger.destinations.http_contract import HttpContract
 from effectledger.destinations.secrets import SecretHeader, SecretUnavailable
-from effectledger.evidence import Evidence, EvidencePolicy, capture
-from effectledger.model import Command, Outcome
+from effectledger.model.evidence import Evidence, EvidencePolicy, capture
+from effectledger.model.operations import Command, Outcome
 
 __all__ = [
     "MAX_RESPONSE_BYTES",

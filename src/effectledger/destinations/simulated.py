@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from effectledger._failpoints import crash_point
-from effectledger.canonical import canonical_bytes, fingerprint
 from effectledger.destinations import BoundDestination
 from effectledger.errors import (
     DeliveryUncertain,
@@ -29,9 +28,9 @@ from effectledger.errors import (
     InvalidInput,
     NotFound,
 )
-from effectledger.model import Command, DestinationRef, Observation, Outcome
-from effectledger.store.queries import fill, load_statements, read_sql
-from effectledger.store.sqlite import SYNCHRONOUS_LEVELS
+from effectledger.model.canonical import canonical_bytes, fingerprint
+from effectledger.model.operations import Command, DestinationRef, Observation, Outcome
+from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_statements, read_sql
 
 __all__ = [
     "DestinationUnavailable",

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from effectledger.canonical import CURRENT_VERSION
 from effectledger.errors import ChainBreak, InvalidInput
 from effectledger.events.record import (
     GENESIS_HASH,
@@ -25,7 +24,8 @@ from effectledger.events.record import (
     hash_of_entry,
     stored_entry,
 )
-from effectledger.model import AuditEvent
+from effectledger.model.canonical import CURRENT_VERSION
+from effectledger.model.operations import AuditEvent
 
 __all__ = [
     "GENESIS_HASH",

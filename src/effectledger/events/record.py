@@ -7,8 +7,9 @@ An event's **chain body** is the object of the fields of :data:`EVENT_FIELDS`, i
      "evidence_reference":…,"observation_id":…,"operation_id":…,"prev_hash":…,
      "recorded_us":…,"sequence":…,"tenant_id":…}
 
-Its **canonical bytes** ``B`` are the body's canonical encoding (:mod:`effectledger.canonical`)
-under the event's version. From ``B`` everything else follows, with SHA-256 and nothing else:
+Its **canonical bytes** ``B`` are the body's canonical encoding
+(:mod:`effectledger.model.canonical`) under the event's version. From ``B`` everything else
+follows, with SHA-256 and nothing else:
 
 * ``event_hash``: version 2 (every event written now) is ``"v2:" ‖ hex(SHA-256(
   "effectledger/event/v2\\n" ‖ B))`` with ``B`` in RFC 8785 form; version 1 (events written
@@ -30,9 +31,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from effectledger.canonical import CURRENT_VERSION, canonical_bytes, decode_canonical, encode
 from effectledger.errors import InvalidInput
-from effectledger.model import AuditEvent, from_micros, to_micros
+from effectledger.model.canonical import (
+    CURRENT_VERSION,
+    canonical_bytes,
+    decode_canonical,
+    encode,
+)
+from effectledger.model.operations import AuditEvent, from_micros, to_micros
 
 __all__ = [
     "EVENT_DOMAINS",

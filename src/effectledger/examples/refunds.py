@@ -16,9 +16,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from effectledger.actions import Action
-from effectledger.model import Context, DestinationRef
-from effectledger.policy import Policy, RulePolicy
+from effectledger.actions.policy import Policy, RulePolicy
+from effectledger.actions.registry import Action
+from effectledger.model.operations import Context, DestinationRef
 
 __all__ = ["ISO_4217", "OrderBook", "RefundArguments", "refund_action"]
 

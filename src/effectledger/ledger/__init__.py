@@ -8,7 +8,7 @@ it, one module per group of steps, each a set of plain functions over a transact
 - :mod:`~effectledger.ledger.admission`: validating and inserting an admitted operation;
 - :mod:`~effectledger.ledger.reads`: operations, attempts and trails, read without writing;
 - :mod:`~effectledger.ledger.claims`: a READY operation becomes one attempt, or is released;
-- :mod:`~effectledger.ledger.outcomes`: what a destination said, recorded;
+- :mod:`~effectledger.ledger.recording`: what a destination said, recorded;
 - :mod:`~effectledger.ledger.reconciliation`: the recovery queue, escalation and retry;
 - :mod:`~effectledger.ledger.corrections`: audit corrections, appended.
 
@@ -17,9 +17,7 @@ transaction (an admission on a proposal, an approval, a pool's limit).
 """
 
 from effectledger.ledger.admission import draft_operation, insert_operation, insert_operation_row
-from effectledger.ledger.checks import MAX_REFERENCE_LENGTH
 from effectledger.ledger.claims import claim_admitted, claim_in
-from effectledger.ledger.facade import Ledger
 from effectledger.ledger.reads import replayed_result
 from effectledger.ledger.settings import (
     AUDITOR_ROLE,
@@ -36,6 +34,8 @@ from effectledger.ledger.trail import (
     new_id,
     validate_operation_id,
 )
+from effectledger.ledger.transactions import Ledger
+from effectledger.ledger.validation import MAX_REFERENCE_LENGTH
 
 __all__ = [
     "AUDITOR_ROLE",

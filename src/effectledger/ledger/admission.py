@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
 from effectledger.errors import (
     AdmissionConflict,
     InvalidInput,
@@ -18,7 +17,7 @@ from effectledger.errors import (
     OperationIdTaken,
 )
 from effectledger.events.chain import GENESIS_HASH
-from effectledger.ledger.checks import checked_context, reference
+from effectledger.ledger.rows import operation_from_row
 from effectledger.ledger.settings import LedgerParts
 from effectledger.ledger.trail import (
     key,
@@ -28,10 +27,18 @@ from effectledger.ledger.trail import (
     validate_operation_id,
     write_event,
 )
-from effectledger.model import Command, Context, DestinationRef, Operation, validate_identifier
-from effectledger.rows import operation_from_row
-from effectledger.store import Row, Transaction
-from effectledger.transitions import EventType
+from effectledger.ledger.validation import checked_context, reference
+from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
+from effectledger.model.operations import (
+    Command,
+    Context,
+    DestinationRef,
+    Operation,
+    Row,
+    validate_identifier,
+)
+from effectledger.model.states import EventType
+from effectledger.store import Transaction
 
 __all__ = ["admit_in", "draft_operation", "insert_operation", "insert_operation_row"]
 

@@ -1,7 +1,7 @@
 """Claims: a READY operation becomes one attempt to submit, or is released without one.
 
 A claim checks the stored command against its fingerprint, its admission and its trail
-(:func:`~effectledger.ledger.dispatch_checks.check_dispatchable`), writes the attempt and moves the
+(:func:`~effectledger.ledger.integrity.check_dispatchable`), writes the attempt and moves the
 operation to IN_PROGRESS with ``AttemptPrepared``, all in one transaction. Only a committed
 claim may be submitted.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from effectledger.canonical import COMMAND_VERSION, digest_bytes
 from effectledger.errors import (
     CommitUncertain,
     ConcurrentModification,
@@ -21,20 +20,22 @@ from effectledger.errors import (
     NotFound,
     TamperedCommand,
 )
-from effectledger.ledger.dispatch_checks import authorized_command, check_dispatchable
+from effectledger.ledger.integrity import authorized_command, check_dispatchable
+from effectledger.ledger.rows import result_from_row
 from effectledger.ledger.settings import LedgerParts, micros
 from effectledger.ledger.trail import key, new_id, now_us, write_transition
-from effectledger.model import (
+from effectledger.model.authority import Approval, Proposal
+from effectledger.model.canonical import COMMAND_VERSION, digest_bytes
+from effectledger.model.operations import (
     Context,
     DestinationRef,
     DispatchResult,
     OperationState,
     PreparedAttempt,
+    Row,
 )
-from effectledger.proposals import Approval, Proposal
-from effectledger.rows import result_from_row
-from effectledger.store import Row, Transaction
-from effectledger.transitions import EventType
+from effectledger.model.states import EventType
+from effectledger.store import Transaction
 
 __all__ = [
     "claim_admitted",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from effectledger.errors import InvalidInput, NotFound, NotPermitted
 from effectledger.events.record import event_from_row
-from effectledger.ledger.checks import reference
 from effectledger.ledger.settings import AUDITOR_ROLE, LedgerParts
 from effectledger.ledger.trail import key, now_us, write_transition
-from effectledger.model import AuditEvent, Context, validate_identifier
-from effectledger.store import Row, Transaction
-from effectledger.transitions import EventType
+from effectledger.ledger.validation import reference
+from effectledger.model.operations import AuditEvent, Context, Row, validate_identifier
+from effectledger.model.states import EventType
+from effectledger.store import Transaction
 
 __all__ = ["check_correction", "correct_event", "correct_event_in"]
 

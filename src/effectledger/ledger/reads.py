@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from effectledger.errors import NotFound
 from effectledger.events.record import event_from_row
-from effectledger.ledger.checks import checked_context
+from effectledger.ledger.rows import attempt_from_row, operation_from_row, result_from_row
 from effectledger.ledger.trail import key
-from effectledger.model import (
+from effectledger.ledger.validation import checked_context
+from effectledger.model.operations import (
     Attempt,
     AuditEvent,
     Context,
@@ -18,11 +19,11 @@ from effectledger.model import (
     DispatchResult,
     Operation,
     OperationState,
+    Row,
     validate_identifier,
     validate_limit,
 )
-from effectledger.rows import attempt_from_row, operation_from_row, result_from_row
-from effectledger.store import Row, Store
+from effectledger.store import Store
 
 __all__ = [
     "attempts",

@@ -13,22 +13,23 @@ from typing import Any, TypeVar
 
 from effectledger._failpoints import crash_point
 from effectledger.errors import CommitUncertain, InvalidTransition, NotFound
-from effectledger.ledger.readback import landed
+from effectledger.ledger.rows import attempt_from_row, result_from_row
 from effectledger.ledger.settings import DueWork, LedgerParts, LedgerSettings, micros
 from effectledger.ledger.trail import key, now_us, write_transition
-from effectledger.model import (
+from effectledger.ledger.uncertain_commit import landed
+from effectledger.model.operations import (
     Attempt,
     Context,
     DestinationRef,
     DispatchResult,
     OperationState,
+    Row,
     to_micros,
     validate_identifier,
     validate_limit,
 )
-from effectledger.rows import attempt_from_row, result_from_row
-from effectledger.store import Row, Store, Transaction
-from effectledger.transitions import EventType
+from effectledger.model.states import EventType
+from effectledger.store import Store, Transaction
 
 __all__ = [
     "Reserved",

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from effectledger.clock import Clock
-from effectledger.model import Attempt
+from effectledger.model.operations import Attempt
 from effectledger.store import Store
 
 __all__ = [

@@ -16,9 +16,14 @@ from effectledger.clock import Clock
 from effectledger.errors import ConcurrentModification, InvalidInput, InvalidTransition
 from effectledger.events.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.ledger.settings import LedgerParts
-from effectledger.model import OperationState, to_micros, validate_identifier
-from effectledger.store import Row, Transaction
-from effectledger.transitions import EventType, transition
+from effectledger.model.operations import (
+    OperationState,
+    Row,
+    to_micros,
+    validate_identifier,
+)
+from effectledger.model.states import EventType, transition
+from effectledger.store import Transaction
 
 __all__ = [
     "RESERVED_PREFIXES",

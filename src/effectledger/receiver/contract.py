@@ -18,8 +18,8 @@ from effectledger.destinations.http import (
     StatusRule,
 )
 from effectledger.destinations.secrets import SecretHeader
-from effectledger.evidence import EvidencePolicy
-from effectledger.model import Outcome
+from effectledger.model.evidence import EvidencePolicy
+from effectledger.model.operations import Outcome
 
 __all__ = ["REFERENCE_CONTRACT", "reference_destination"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from effectledger.destinations.simulated import ReceiverCounts
-from effectledger.store.queries import load_statements, read_sql
+from effectledger.sql import load_statements, read_sql
 
 __all__ = ["ReceiverCounts", "ReceiverStore", "Submission"]
 

@@ -1,7 +1,7 @@
 """Stores: open a ledger database by URL.
 
 ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` and ``postgresql://...`` are
-understood. A store only connects, runs named queries (:mod:`effectledger.store.queries`), holds
+understood. A store only connects, runs named queries (:mod:`effectledger.sql`), holds
 transactions and translates driver errors into :mod:`effectledger.errors`; every rule about what
 may change lives in :mod:`effectledger.ledger`.
 """
@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from effectledger.errors import InvalidInput
+from effectledger.model.operations import Row
 
 __all__ = ["Row", "Store", "Transaction", "open_store", "redact", "refuse_unstorable_text"]
 
 T = TypeVar("T")
-Row = Mapping[str, Any]
 
 
 class Transaction(Protocol):

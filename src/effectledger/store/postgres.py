@@ -31,10 +31,11 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from effectledger.errors import InvalidInput, StorageError
-from effectledger.store import Row, redact, refuse_unstorable_text
+from effectledger.model.operations import Row
+from effectledger.sql import load_queries, load_statements
+from effectledger.store import redact, refuse_unstorable_text
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
 from effectledger.store.postgres_schema import check_existing, migrate
-from effectledger.store.queries import load_queries, load_statements
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["PostgresStore"]

@@ -9,8 +9,8 @@ from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 
 from effectledger.errors import InvalidInput, NotFound
+from effectledger.sql import load_queries, load_statements, migrations
 from effectledger.store.postgres_errors import translate
-from effectledger.store.queries import load_queries, load_statements, migrations
 
 __all__ = ["check_existing", "migrate"]
 

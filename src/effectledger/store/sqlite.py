@@ -24,15 +24,15 @@ from effectledger.errors import (
     StorageBusy,
     StorageError,
 )
-from effectledger.store import Row, refuse_unstorable_text
-from effectledger.store.queries import fill, load_queries, load_statements, migrations
+from effectledger.model.operations import Row
+from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
+from effectledger.store import refuse_unstorable_text
 from effectledger.store.retry import RetryBudget
 
-__all__ = ["SYNCHRONOUS_LEVELS", "SQLiteStore"]
+__all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
-SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")  # PRAGMA synchronous, weakest first
 MAX_ATTEMPTS = 3
 
 

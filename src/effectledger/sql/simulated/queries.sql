@@ -1,5 +1,5 @@
 -- Named statements of the simulated receiver (same "-- name:" format as the ledger's).
--- PRAGMA takes no bound parameters: {level} is filled by effectledger.store.queries.fill.
+-- PRAGMA takes no bound parameters: {level} is filled by effectledger.sql.fill.
 
 -- name: journal_mode_wal
 PRAGMA journal_mode = WAL;

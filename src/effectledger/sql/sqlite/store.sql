@@ -1,5 +1,5 @@
 -- The SQLite store's own statements: transactions, connection settings, the migrations table.
--- PRAGMA takes no bound parameters: {placeholders} are filled by effectledger.store.queries.fill
+-- PRAGMA takes no bound parameters: {placeholders} are filled by effectledger.sql.fill
 -- with a whole number or a word from a fixed list, never with text from outside.
 
 -- name: begin_write

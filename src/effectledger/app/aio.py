@@ -1,0 +1,253 @@
+"""The awaitable twin of :class:`~effectledger.EffectLedger`.
+
+Every method of the sync object that touches the ledger has a twin here with the same name and
+signature that runs the whole call in a worker thread, so an event loop never blocks on the database
+or a destination. Every call is shielded: cancelling the awaiting task does not stop the call, which
+finishes and records its outcome; :meth:`AsyncEffectLedger.close` waits for such calls before it
+closes the store. Declaring actions (``action``, ``register``) and looking up an executor
+(``executor_for``) are not I/O and stay synchronous. A test checks that the two surfaces cannot
+drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from effectledger.app.ledger import (
+    ActionRef,
+    EffectLedger,
+    OperationRef,
+    ProposalRef,
+    connect,
+)
+from effectledger.clock import Clock
+from effectledger.destinations import Destination
+from effectledger.ledger import LedgerSettings
+from effectledger.model.authority import Approval, CapacityUsage, Correlation, Proposal
+from effectledger.model.operations import (
+    AuditEvent,
+    Context,
+    DispatchResult,
+    Observation,
+    Operation,
+)
+from effectledger.model.results import EffectResult
+from effectledger.workers.recovery import RecoveryReport
+
+if TYPE_CHECKING:
+    from effectledger.audit.explain import Sentence
+    from effectledger.audit.export import ExportReport
+    from effectledger.audit.sealer import SealReport
+    from effectledger.audit.signers import Signer
+
+__all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
+
+T = TypeVar("T")
+
+SYNC_ONLY = frozenset({"action", "register", "executor_for"})
+"""Methods of :class:`EffectLedger` that declare or look up rather than do (no I/O)."""
+
+
+async def connect_async(
+    url: str | None = None,
+    *,
+    migrate: bool = True,
+    clock: Clock | None = None,
+    settings: LedgerSettings | None = None,
+    destinations: Iterable[Destination] = (),
+    signer: Signer | None = None,
+    **store_options: Any,
+) -> AsyncEffectLedger:
+    """:func:`~effectledger.connect`, opened in a worker thread, as an awaitable object."""
+    opened = await asyncio.to_thread(
+        functools.partial(
+            connect,
+            url,
+            migrate=migrate,
+            clock=clock,
+            settings=settings,
+            destinations=destinations,
+            signer=signer,
+            **store_options,
+        )
+    )
+    return AsyncEffectLedger(opened)
+
+
+class AsyncEffectLedger:
+    """Awaitable twins of :class:`EffectLedger`'s methods over one sync object (``.sync``)."""
+
+    def __init__(self, sync: EffectLedger) -> None:
+        self.sync = sync
+        self.action = sync.action
+        self.register = sync.register
+        self.executor_for = sync.executor_for
+        self._running: set[asyncio.Future[Any]] = set()
+
+    async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        # The thread is not interrupted by a cancellation: shielding keeps the outcome recorded,
+        # and the set keeps the task alive (and awaited by close()) after the caller left.
+        task = asyncio.ensure_future(asyncio.to_thread(functools.partial(method, *args, **kwargs)))
+        self._running.add(task)
+        task.add_done_callback(_settled(self._running))
+        return await asyncio.shield(task)
+
+    async def propose(
+        self,
+        context: Context,
+        action: ActionRef,
+        arguments: Mapping[str, Any] | BaseModel | None = None,
+        /,
+        *,
+        operation_id: str | None = None,
+        correlation: Correlation | None = None,
+        **fields: Any,
+    ) -> Proposal:
+        """:meth:`EffectLedger.propose`, awaitable."""
+        return await self._call(
+            self.sync.propose,
+            context,
+            action,
+            arguments,
+            operation_id=operation_id,
+            correlation=correlation,
+            **fields,
+        )
+
+    async def proposal(self, context: Context, proposal_id: str) -> Proposal:
+        """:meth:`EffectLedger.proposal`, awaitable."""
+        return await self._call(self.sync.proposal, context, proposal_id)
+
+    async def approve(
+        self,
+        approver: Context,
+        proposal: ProposalRef,
+        /,
+        *,
+        digest: str | None = None,
+        expires_in: timedelta = timedelta(hours=1),
+    ) -> Approval:
+        """:meth:`EffectLedger.approve`, awaitable."""
+        return await self._call(
+            self.sync.approve, approver, proposal, digest=digest, expires_in=expires_in
+        )
+
+    async def deny(
+        self, approver: Context, proposal: ProposalRef, /, *, reason: str, digest: str | None = None
+    ) -> Approval:
+        """:meth:`EffectLedger.deny`, awaitable."""
+        return await self._call(self.sync.deny, approver, proposal, reason=reason, digest=digest)
+
+    async def perform(
+        self,
+        context: Context,
+        proposal: ProposalRef,
+        /,
+        *,
+        approval: Approval | str | None = None,
+        tenant_id: str | None = None,
+    ) -> EffectResult:
+        """:meth:`EffectLedger.perform`, awaitable; a cancelled caller never loses the outcome."""
+        return await self._call(
+            self.sync.perform, context, proposal, approval=approval, tenant_id=tenant_id
+        )
+
+    async def status(self, context: Context, operation: OperationRef) -> DispatchResult:
+        """:meth:`EffectLedger.status`, awaitable."""
+        return await self._call(self.sync.status, context, operation)
+
+    async def operation(self, context: Context, operation: OperationRef) -> Operation:
+        """:meth:`EffectLedger.operation`, awaitable."""
+        return await self._call(self.sync.operation, context, operation)
+
+    async def operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
+        """:meth:`EffectLedger.operations`, awaitable."""
+        return await self._call(self.sync.operations, context, limit=limit)
+
+    async def events(self, context: Context, operation: OperationRef) -> list[AuditEvent]:
+        """:meth:`EffectLedger.events`, awaitable."""
+        return await self._call(self.sync.events, context, operation)
+
+    async def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
+        """:meth:`EffectLedger.explain`, awaitable."""
+        return await self._call(self.sync.explain, context, operation)
+
+    async def capacity(self, context: Context, pool: str) -> CapacityUsage:
+        """:meth:`EffectLedger.capacity`, awaitable."""
+        return await self._call(self.sync.capacity, context, pool)
+
+    async def set_capacity_limit(self, context: Context, pool: str, units: int) -> CapacityUsage:
+        """:meth:`EffectLedger.set_capacity_limit`, awaitable."""
+        return await self._call(self.sync.set_capacity_limit, context, pool, units)
+
+    async def authorize_retry(
+        self, context: Context, operation: OperationRef, *, max_retries: int = 1
+    ) -> DispatchResult:
+        """:meth:`EffectLedger.authorize_retry`, awaitable."""
+        return await self._call(
+            self.sync.authorize_retry, context, operation, max_retries=max_retries
+        )
+
+    async def escalate(
+        self, context: Context, operation: OperationRef, *, reason: str, owner: str | None = None
+    ) -> DispatchResult:
+        """:meth:`EffectLedger.escalate`, awaitable."""
+        return await self._call(self.sync.escalate, context, operation, reason=reason, owner=owner)
+
+    async def resolve(
+        self, context: Context, operation: OperationRef, observation: Observation
+    ) -> DispatchResult:
+        """:meth:`EffectLedger.resolve`, awaitable."""
+        return await self._call(self.sync.resolve, context, operation, observation)
+
+    async def recover(self, *, limit: int = 100) -> RecoveryReport:
+        """:meth:`EffectLedger.recover`, awaitable."""
+        return await self._call(self.sync.recover, limit=limit)
+
+    async def seal(self, context: Context) -> SealReport:
+        """:meth:`EffectLedger.seal`, awaitable."""
+        return await self._call(self.sync.seal, context)
+
+    async def export(
+        self, context: Context, path: str | Path, *, exporter_id: str | None = None
+    ) -> ExportReport:
+        """:meth:`EffectLedger.export`, awaitable."""
+        return await self._call(self.sync.export, context, path, exporter_id=exporter_id)
+
+    async def ping(self) -> int:
+        """:meth:`EffectLedger.ping`, awaitable."""
+        return await self._call(self.sync.ping)
+
+    async def close(self) -> None:
+        """Wait for calls still running (cancelled callers included), then close the store."""
+        while self._running:
+            await asyncio.wait(set(self._running))
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncEffectLedger:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+def _settled(running: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
+    def done(task: asyncio.Future[Any]) -> None:
+        running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here: a caller that left cannot, and it is in the ledger
+
+    return done

@@ -1,0 +1,205 @@
+"""What the executor checks before anything leaves the process: the row against its trail.
+
+The ``operations`` row is a cache of the operation's hash-chained trail (DESIGN.md invariant 13).
+Someone with write access to the database can change a row without the ledger: rewrite the
+command and its fingerprint, insert an approval, set a finished operation back to READY. Before
+a claim commits, :func:`check_dispatchable` reads the trail in the claim's own transaction and
+refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless
+
+- the trail is an unbroken hash chain that contains the row's latest event;
+- the trail implies the state being claimed (READY);
+- the command's fingerprint is the one the chained ``OperationAdmitted`` event admitted;
+- for an operation admitted on a proposal: the command, destination, pool and units are the
+  proposal's (its digest recomputed), no denial preceded the admission, and the consumed
+  approval is backed by its chained ``ApprovalGranted`` / ``PreauthorizationApplied`` event
+  naming the same approval and digest, and by a granted approval row with that digest.
+
+When the claim runs in the admission's own transaction, the proposal and the approvals that
+admission read (and checked) in it are passed in instead of being read again; the trail is read
+and verified either way.
+
+Nothing is written when a check fails. What the checks cannot see (a forged event with a correct
+hash, written before the log sealed it) is described in ``docs/evidence.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
+from effectledger.events.chain import verify_stored_chain
+from effectledger.ledger.rows import command_from_row, proposal_from_row
+from effectledger.model.authority import Approval, Proposal
+from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes
+from effectledger.model.operations import Command, OperationState, Row
+from effectledger.model.states import AUDIT_ONLY, EventType, implied_state
+from effectledger.store import Transaction
+
+__all__ = ["authorized_command", "check_dispatchable"]
+
+_DECISIONS = frozenset({EventType.APPROVAL_GRANTED, EventType.PREAUTHORIZATION_APPLIED})
+
+
+def _refuse(row: Row, reason: str, message: str) -> TamperedOperation:
+    return TamperedOperation(
+        f"operation {row['operation_id']} is not dispatched: {message}",
+        operation_id=row["operation_id"],
+        reason=reason,
+    )
+
+
+def check_dispatchable(
+    tx: Transaction,
+    row: Row,
+    *,
+    proposal: Proposal | None = None,
+    approvals: Sequence[Approval] = (),
+) -> str | None:
+    """Check a READY ``row`` against its trail and authority; return the approved digest.
+
+    ``None`` for an operation admitted on an outside decision (no proposal). ``proposal`` and
+    ``approvals`` are what an admission in this same transaction read and checked; without
+    them both are read here. Raises
+    :class:`TamperedOperation` (nothing written) when the row and its trail disagree, and
+    :class:`ConcurrentModification` when the trail shows the operation moved on since ``row``
+    was read.
+    """
+    operation_id = row["operation_id"]
+    key = {"tenant_id": row["tenant_id"], "operation_id": operation_id}
+    events = tx.all("events_for_operation", key)
+    try:
+        verify_stored_chain(events)
+    except ChainBreak as exc:
+        raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
+    sequence = int(row["event_sequence"])
+    if (
+        not 0 < sequence <= len(events)
+        or events[sequence - 1]["event_hash"] != row["last_event_hash"]
+    ):
+        raise _refuse(row, "chain_broken", "its row does not point into its audit trail")
+    if any(event["event_type"] not in AUDIT_ONLY for event in events[sequence:]):
+        raise ConcurrentModification(
+            "the operation changed while this step ran; reload it",
+            operation_id=row["operation_id"],
+        )
+    trail = events[:sequence]
+    try:
+        state = implied_state(event["event_type"] for event in trail)
+    except ValueError as exc:
+        raise _refuse(row, "state_not_in_trail", "its trail holds an unknown event") from exc
+    if state is not OperationState.READY:
+        raise _refuse(
+            row, "state_not_in_trail", f"its trail leaves it {state}, not {OperationState.READY}"
+        )
+    admitted = [event for event in trail if event["event_type"] == EventType.OPERATION_ADMITTED]
+    if not admitted or _details(admitted[-1]).get("fingerprint") != row["fingerprint"]:
+        raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
+    if row["proposal_id"] is None:
+        return None
+    if proposal is None:
+        proposal = _proposal(tx, row)
+    elif (proposal.proposal_id, proposal.operation_id) != (row["proposal_id"], operation_id):
+        raise _refuse(row, "command_not_proposed", "its proposal names another operation")
+    _check_command(row, proposal)
+    _check_authority(tx, row, proposal, trail, int(admitted[-1]["sequence"]), approvals)
+    return proposal.digest
+
+
+def _details(event: Row) -> dict[str, Any]:
+    """The details of a stored event whose chain was verified (its text hashed as stored)."""
+    details = json.loads(event["details_json"])
+    return details if isinstance(details, dict) else {}
+
+
+def _proposal(tx: Transaction, row: Row) -> Proposal:
+    found = tx.one(
+        "proposal_get", {"tenant_id": row["tenant_id"], "proposal_id": row["proposal_id"]}
+    )
+    if found is None:
+        raise _refuse(row, "command_not_proposed", "its proposal is missing")
+    try:
+        proposal = proposal_from_row(found)
+    except Exception as exc:  # TamperedProposal, or a row too broken to read
+        raise _refuse(row, "command_not_proposed", "its proposal was edited") from exc
+    if proposal.operation_id != row["operation_id"]:
+        raise _refuse(row, "command_not_proposed", "its proposal names another operation")
+    return proposal
+
+
+def _check_command(row: Row, proposal: Proposal) -> None:
+    proposed = canonical_bytes(
+        {
+            "action": proposal.action,
+            "contract_version": proposal.contract_version,
+            "arguments": proposal.arguments,
+        },
+        version=COMMAND_VERSION,
+    )
+    same = (
+        proposed == row["command_json"].encode()
+        and proposal.destination.account_id == row["destination_account"]
+        and proposal.destination.endpoint == row["destination_endpoint"]
+        and proposal.pool == row["pool"]
+        and proposal.units == int(row["units"])
+        and proposal.proposer_id == row["requester_id"]
+    )
+    if not same:
+        raise _refuse(row, "command_not_proposed", "its command is not the approved proposal's")
+
+
+def _check_authority(
+    tx: Transaction,
+    row: Row,
+    proposal: Proposal,
+    trail: Sequence[Row],
+    admitted_at: int,
+    approvals: Sequence[Approval],
+) -> None:
+    before = [event for event in trail if int(event["sequence"]) < admitted_at]
+    if any(event["event_type"] == EventType.APPROVAL_DENIED for event in before):
+        raise _refuse(row, "proposal_denied", "its proposal was denied before it was admitted")
+    approval_id = row["approval_id"]
+    if approval_id is None:
+        return
+    backed = any(
+        (details := _details(event)).get("approval_id") == approval_id
+        and details.get("digest") == proposal.digest
+        for event in before
+        if event["event_type"] in _DECISIONS
+    )
+    known = next((approval for approval in approvals if approval.approval_id == approval_id), None)
+    granted: bool
+    digest: str | None
+    proposal_id: str | None
+    if known is not None:  # read and checked by the admission in this transaction
+        granted, digest, proposal_id = known.granted, known.digest, known.proposal_id
+    else:
+        stored = tx.one("approval_get", {"tenant_id": row["tenant_id"], "approval_id": approval_id})
+        granted, digest, proposal_id = (
+            (False, None, None)
+            if stored is None
+            else (stored["decision"] == "granted", stored["digest"], stored["proposal_id"])
+        )
+    if (
+        not backed
+        or not granted
+        or digest != proposal.digest
+        or proposal_id != proposal.proposal_id
+    ):
+        raise _refuse(row, "approval_not_in_trail", "its approval is not backed by its audit trail")
+
+
+def authorized_command(row: Row, digest: str | None) -> Command:
+    """The stored command of ``row`` with what authorized it, as the destination receives it."""
+    stored = command_from_row(row)
+    return Command(
+        action=stored.action,
+        contract_version=stored.contract_version,
+        arguments=stored.arguments,
+        operation_id=row["operation_id"],
+        proposal_id=row["proposal_id"],
+        approval_id=row["approval_id"],
+        digest=digest,
+    )
