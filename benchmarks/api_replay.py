@@ -11,7 +11,7 @@ One operation is proposed, approved and performed (SUCCEEDED) through
 * ``raw point read``: the operation row read by primary key with plain ``sqlite3`` on a
   connection of its own, same file: the database's own floor;
 * ``executor replay``: ``Executor.execute`` (no dispatch guard) on the finished operation;
-* ``service perform``: ``EffectService.perform`` with the proposal and approval ids;
+* ``service perform``: ``EffectLedger.perform`` with the proposal and approval ids;
 * ``facade perform``: ``EffectLedger.perform(agent, proposal)``, the call the README shows
   (it also finds the approval on the record's behalf).
 
@@ -38,7 +38,13 @@ from pathlib import Path
 from allocation import peak_bytes_per_call
 from pydantic import BaseModel
 
-from effectledger import Context, EffectOutcome, OperationState, SimulatedReceiver, connect
+from effectledger import (
+    Context,
+    EffectOutcome,
+    OperationState,
+    SimulatedReceiver,
+    connect,
+)
 from effectledger.workers import Executor
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7")
@@ -104,7 +110,7 @@ def build(folder: Path) -> tuple[dict[str, Callable[[], object]], Callable[[], N
         return executor.execute(AGENT, proposal.operation_id)
 
     def service_perform() -> object:
-        return app.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+        return app.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
 
     def facade_perform() -> object:
         result = app.perform(AGENT, proposal)

@@ -8,7 +8,7 @@ One refund is proposed, approved and performed once; then the same perform is re
 
 * ``direct``: ``EffectLedger.perform`` in process, the public Python API (one ledger read,
   nothing sent);
-* ``service``: ``EffectService.perform``, the layer beneath it, for reference;
+* ``service``: ``EffectLedger.perform``, the layer beneath it, for reference;
 * ``tool``: ``FunctionTools(ledger).call`` with the JSON text a model sends, answered with the
   text the model reads (parse, check, the same ledger call, ``to_dict``, JSON, guidance);
 * ``mcp``: the SDK's client calling ``perform_proposal`` on the MCP server over streamable HTTP
@@ -247,13 +247,13 @@ def run(
     ids = {"proposal_id": proposal.proposal_id, "approval_id": approval.approval_id}
     text = json.dumps(ids)
     tools = FunctionTools(ledger)
-    service = ledger.service
+    service = ledger
 
     def direct() -> object:
         return ledger.perform(AGENT, proposal, approval=approval)
 
     def beneath() -> object:
-        return service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+        return service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
 
     def tool() -> object:
         return tools.call(AGENT, "perform_proposal", text).text

@@ -6,7 +6,7 @@ Run it from the repository root::
 
 One SQLite ledger (``synchronous=OFF``, so the disk's flushes do not hide the statements' own
 cost) and a simulated receiver are filled with approved refunds of one tenant. At each size the
-last ``--timed`` of them are performed one by one through ``EffectService.perform``; the rest
+last ``--timed`` of them are performed one by one through ``EffectLedger.perform``; the rest
 are performed first, untimed, so the history holds operations, trails and consumed approvals.
 Beside each figure, the same file's own limit at that size: a primary-key read of one approval
 with plain ``sqlite3``. A statement that reads every row of the tenant shows here as a
@@ -26,9 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.app import ledger_over
+
 from effectledger import Context, DestinationRef, OperationState, SimulatedReceiver
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     receiver = SimulatedReceiver(folder / "receiver.db", synchronous="OFF")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     action = refund_action(orders=OrderBook(), destination=destination)
-    service = EffectService(Ledger(store), ActionRegistry([action]), [receiver])
+    service = ledger_over(Ledger(store), ActionRegistry([action]), [receiver])
     first: float | None = None
     made = 0
     try:
@@ -87,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             made = size
             untimed, timed = ready[: -args.timed], ready[-args.timed :]
             for proposal_id, approval_id in untimed:
-                service.perform(AGENT, proposal_id, approval_id=approval_id)
+                service.perform(AGENT, proposal_id, approval=approval_id)
             started = time.perf_counter()
             for proposal_id, approval_id in timed:
-                result = service.perform(AGENT, proposal_id, approval_id=approval_id)
+                result = service.perform(AGENT, proposal_id, approval=approval_id)
                 if result.state is not OperationState.SUCCEEDED:  # pragma: no cover
                     raise SystemExit(f"perform ended {result.state}")
             perform_us = (time.perf_counter() - started) / len(timed) * 1e6

@@ -8,7 +8,7 @@ on fresh schemas of the same database:
 
 * ledger: each operation is admitted, then performed by ``Executor.execute`` (status read,
   claim, submit to a simulated receiver, record): three ledger transactions per operation.
-* perform: ``EffectService.perform`` of an approved refund, the call users make: admission and
+* perform: ``EffectLedger.perform`` of an approved refund, the call users make: admission and
   claim share one transaction, then submit and record (two ledger transactions). Proposals and
   approvals are made before the timed part.
 * floor: plain psycopg with the same three transactions per operation writing the same rows
@@ -40,10 +40,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
+from tests.support.app import ledger_over
 
-from effectledger import Command, Context, DestinationRef, OperationState, SimulatedReceiver
+from effectledger import (
+    Command,
+    Context,
+    DestinationRef,
+    OperationState,
+    SimulatedReceiver,
+)
 from effectledger.actions import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
@@ -104,12 +110,12 @@ def ledger_worker(
 def perform_worker(
     url: str, folder: str, worker: int, count: int, start: Barrier, times: list[float]
 ) -> None:
-    """Perform ``count`` approved refunds through ``EffectService.perform``."""
+    """Perform ``count`` approved refunds through ``EffectLedger.perform``."""
     store = open_store(url)
     receiver = SimulatedReceiver(Path(folder) / f"receiver-{worker}.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     action = refund_action(orders=OrderBook(), destination=destination)
-    service = EffectService(Ledger(store), ActionRegistry([action]), [receiver])
+    service = ledger_over(Ledger(store), ActionRegistry([action]), [receiver])
     agent = Context(tenant_id=f"tenant-{worker % 4}", actor_id="agent")
     approver = Context(tenant_id=agent.tenant_id, actor_id="rita", roles=frozenset({"approver"}))
     ready: list[tuple[str, str]] = []
@@ -121,7 +127,7 @@ def perform_worker(
     start.wait()
     began, cpu = time.monotonic(), time.process_time()
     for proposal_id, approval_id in ready:
-        result = service.perform(agent, proposal_id, approval_id=approval_id)
+        result = service.perform(agent, proposal_id, approval=approval_id)
         if result.state is not OperationState.SUCCEEDED:
             raise SystemExit(f"{proposal_id} ended {result.state}")
     ended = time.monotonic()

@@ -12,7 +12,7 @@ It prints:
   over N replays, and what stays allocated afterwards (N replays, divided);
 * lifecycle throughput (operations/s): admit -> claim -> submit -> record through the real
   ledger, executor and simulated receiver, on files with WAL and the default synchronous=FULL;
-* the same through ``EffectService.perform`` of an approved refund (its admission and claim
+* the same through ``EffectLedger.perform`` of an approved refund (its admission and claim
   share one transaction), proposals and approvals made outside the timed blocks;
 * the CPU time of this process per operation for each of the three, beside the floor's (what
   the Python around the transactions costs, without the disk's waits);
@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.app import ledger_over
+
 from effectledger import (
     Command,
     Context,
@@ -52,7 +54,6 @@ from effectledger import (
     SimulatedReceiver,
 )
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
@@ -199,7 +200,7 @@ class Lifecycle:
 
 
 class PerformLifecycle:
-    """``EffectService.perform`` of approved refunds: admit and claim in one transaction, submit,
+    """``EffectLedger.perform`` of approved refunds: admit and claim in one transaction, submit,
     record. Proposals and approvals are made before each timed block (:meth:`prepare`)."""
 
     def __init__(self, folder: Path, round_number: int) -> None:
@@ -209,7 +210,7 @@ class PerformLifecycle:
             account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
         )
         action = refund_action(orders=OrderBook(), destination=destination)
-        self.service = EffectService(Ledger(self.store), ActionRegistry([action]), [self.receiver])
+        self.service = ledger_over(Ledger(self.store), ActionRegistry([action]), [self.receiver])
         self.ready: dict[int, tuple[str, str]] = {}
 
     def prepare(self, numbers: range) -> None:
@@ -224,7 +225,7 @@ class PerformLifecycle:
         """Perform each prepared refund once."""
         for number in numbers:
             proposal_id, approval_id = self.ready.pop(number)
-            result = self.service.perform(CONTEXT, proposal_id, approval_id=approval_id)
+            result = self.service.perform(CONTEXT, proposal_id, approval=approval_id)
             if result.state is not OperationState.SUCCEEDED:  # pragma: no cover - a broken run
                 raise SystemExit(f"perform {number} ended {result.state}")
 
@@ -516,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  ratio                {ratio:7.2f} x floor  (rounds: {_listing(ratios, '.2f')})")
     perform_ratios = [mine / theirs for mine, theirs in zip(performs, floor, strict=True)]
     perform_ratio = statistics.median(perform_ratios)
-    print("EffectService.perform of an approved refund (admission and claim share a transaction)")
+    print("EffectLedger.perform of an approved refund (admission and claim share a transaction)")
     print(
         f"  perform              {statistics.median(performs):7.0f} ops/s  "
         f"(rounds: {_listing(performs, '.0f')})"

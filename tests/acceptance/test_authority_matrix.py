@@ -26,11 +26,11 @@ from effectledger import (
     SubmitMode,
 )
 from effectledger.actions.policy import Preauthorization, RulePolicy
-from effectledger.app.performing import EffectService, TraceStep
 from effectledger.authority import Approval, Proposal
 from effectledger.errors import ApprovalRefused
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
+from effectledger.model import TraceStep
 from effectledger.store import open_store
 from effectledger.workers.executor import Executor
 from tests.conftest import RAW_REFUSED, count_rows, drop_trigger, raw_sql
@@ -50,7 +50,7 @@ class World:
     receiver: SimulatedReceiver
     orders: OrderBook
     app: EffectLedger
-    service: EffectService
+    service: EffectLedger
 
     def effects(self) -> int:
         return self.receiver.counts().effects
@@ -83,7 +83,7 @@ def build_world(
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     app = EffectLedger(open_store(store_url), clock=clock, settings=LedgerSettings())
     app.register(refund_action(orders=orders, destination=destination, policy=policy), receiver)
-    return World(store_url, clock, app.ledger, receiver, orders, app, app.service)
+    return World(store_url, clock, app.ledger, receiver, orders, app, app)
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ ACCEPTED = ("tenant", "accepted")
 def test_valid_refund_happens_once(world: World) -> None:
     """An approved refund of 30 makes one effect, commits 30 units and consumes the approval."""
     proposal, approval = world.approved()
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert result.outcome == "performed"
     assert result.state is OperationState.SUCCEEDED
     assert result.trace == steps(
@@ -138,7 +138,7 @@ def test_wrong_actor_is_denied(world: World) -> None:
     """Another actor of the same tenant cannot admit the agent's approved proposal."""
     proposal, approval = world.approved()
     mallory = Context(tenant_id="acme", actor_id="mallory", roles=frozenset({"agent"}))
-    result = world.service.perform(mallory, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(mallory, proposal.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "actor_mismatch")
     assert result.trace == steps(RECEIVED, ACCEPTED, ("reservation", "denied:actor_mismatch"))
     assert_nothing_happened(world, approval)
@@ -150,15 +150,13 @@ def test_wrong_tenant_is_denied(world: World) -> None:
     """A request addressed to another tenant, or from another tenant's context, has no effect."""
     proposal, approval = world.approved()
     result = world.service.perform(
-        AGENT, proposal.proposal_id, approval_id=approval.approval_id, tenant_id="globex"
+        AGENT, proposal.proposal_id, approval=approval.approval_id, tenant_id="globex"
     )
     assert (result.outcome, result.reason) == ("denied", "tenant_mismatch")
     assert result.trace == steps(RECEIVED, ("tenant", "rejected"))
     outsider = Context(tenant_id="globex", actor_id="agent-7", roles=frozenset({"agent"}))
-    foreign = world.service.perform(
-        outsider, proposal.proposal_id, approval_id=approval.approval_id
-    )
-    unknown = world.service.perform(outsider, "prop-unknown", approval_id=approval.approval_id)
+    foreign = world.service.perform(outsider, proposal.proposal_id, approval=approval.approval_id)
+    unknown = world.service.perform(outsider, "prop-unknown", approval=approval.approval_id)
     assert (foreign.outcome, foreign.reason) == ("denied", "not_found")
     assert foreign.trace == steps(RECEIVED, ACCEPTED, ("reservation", "denied:not_found"))
     assert foreign.to_dict() == unknown.to_dict()  # another tenant's id reads as an unknown one
@@ -169,7 +167,7 @@ def test_expired_proposal_is_denied(world: World) -> None:
     """A proposal past its expiry cannot be admitted, even with a valid approval."""
     proposal, approval = world.approved()
     world.clock.advance(timedelta(minutes=16))
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "expired")
     assert_nothing_happened(world, approval)
 
@@ -178,7 +176,7 @@ def test_stale_resource_version_is_denied(world: World) -> None:
     """If the order changed after the proposal, the approval no longer covers it."""
     proposal, approval = world.approved()
     world.orders.change("acme", "ord-1001")
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "stale_resource_version")
     assert_nothing_happened(world, approval)
 
@@ -187,7 +185,7 @@ def test_changed_proposal_is_denied(world: World) -> None:
     """An approval of 30 does not cover the agent's later proposal of 35."""
     _, approval = world.approved()
     changed = world.proposal({**REFUND_30, "amount_minor": 35})
-    result = world.service.perform(AGENT, changed.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, changed.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "digest_mismatch")
     assert_nothing_happened(world, approval)
 
@@ -195,8 +193,8 @@ def test_changed_proposal_is_denied(world: World) -> None:
 def test_exact_replay_returns_the_same_operation(world: World) -> None:
     """Repeating the exact admission reports the recorded state and makes no second effect."""
     proposal, approval = world.approved()
-    first = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
-    again = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    first = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
+    again = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert (again.outcome, again.state, again.operation_id) == (
         "replayed",
         OperationState.SUCCEEDED,
@@ -213,9 +211,9 @@ def test_exact_replay_returns_the_same_operation(world: World) -> None:
 def test_approval_reuse_by_another_operation_is_denied(world: World) -> None:
     """A consumed approval cannot admit a second operation; the first effect stays the only one."""
     proposal, approval = world.approved()
-    world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     second = world.proposal()
-    result = world.service.perform(AGENT, second.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, second.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "approval_consumed")
     assert world.effects() == 1
     assert world.operations() == 1
@@ -229,7 +227,7 @@ def test_unknown_outcome_then_reconcile_from_a_new_store(
     """A lost reply holds 30 units as Unknown; a new store object reconciles to 30 committed."""
     world.receiver.submit_mode = SubmitMode.ACCEPT_THEN_LOSE_REPLY
     proposal, approval = world.approved()
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.state, result.uncertain) == (
         "performed",
         OperationState.OUTCOME_UNKNOWN,
@@ -282,7 +280,7 @@ def test_concurrent_deliveries_make_one_effect(world: World) -> None:
         barrier.wait()
         outcomes.append(
             world.service.perform(
-                AGENT, proposal.proposal_id, approval_id=approval.approval_id
+                AGENT, proposal.proposal_id, approval=approval.approval_id
             ).outcome
         )
 
@@ -328,7 +326,7 @@ def test_proposal_edited_out_of_band_is_denied(world: World) -> None:
         raw_sql(world.store_url, edit)
     drop_trigger(world.store_url, "proposals", "proposals_no_update")
     raw_sql(world.store_url, edit)
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "digest_mismatch")
     assert_nothing_happened(world, approval)
 
@@ -374,7 +372,7 @@ def test_a_denial_is_recorded_and_blocks_admission(world: World) -> None:
         REVIEWER, proposal.proposal_id, digest=proposal.digest, reason="not eligible"
     )
     assert not denial.granted
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=denial.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=denial.approval_id)
     assert (result.outcome, result.reason) == ("denied", "approval_denied")
     assert_nothing_happened(world, denial)
     trail = [e.event_type for e in world.ledger.events(AGENT, proposal.operation_id)]
@@ -388,7 +386,7 @@ def test_an_expired_approval_is_refused(world: World) -> None:
         REVIEWER, proposal.proposal_id, digest=proposal.digest, expires_in=timedelta(minutes=1)
     )
     world.clock.advance(timedelta(minutes=2))
-    result = world.service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "expired")
     assert_nothing_happened(world, approval)
 
@@ -397,11 +395,9 @@ def test_capacity_limit_is_enforced_at_admission(world: World) -> None:
     """A pool limit of 50 admits one refund of 30 and denies the next; a release frees units."""
     world.service.authority.set_capacity_limit("acme", "refunds", 50)
     first, approval = world.approved()
-    world.service.perform(AGENT, first.proposal_id, approval_id=approval.approval_id)
+    world.service.perform(AGENT, first.proposal_id, approval=approval.approval_id)
     second, second_approval = world.approved({**REFUND_30, "order_id": "ord-1002"})
-    result = world.service.perform(
-        AGENT, second.proposal_id, approval_id=second_approval.approval_id
-    )
+    result = world.service.perform(AGENT, second.proposal_id, approval=second_approval.approval_id)
     assert (result.outcome, result.reason) == ("denied", "capacity_exceeded")
     assert world.effects() == 1
     assert world.consumed(second_approval) is None
@@ -449,9 +445,7 @@ def test_policy_decides_from_trusted_roles_not_arguments(
     world = build_world(store_url, tmp_path, clock, policy)
     try:
         proposal, approval = world.approved()
-        result = world.service.perform(
-            AGENT, proposal.proposal_id, approval_id=approval.approval_id
-        )
+        result = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
         assert (result.outcome, result.reason) == ("denied", "policy_denied")
         assert_nothing_happened(world, approval)
     finally:

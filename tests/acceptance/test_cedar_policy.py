@@ -37,7 +37,7 @@ def test_cedar_decides_tiers(store_url: str, tmp_path: Path, clock: ManualClock)
         medium = world.proposal({**REFUND_30, "order_id": "ord-2"})
         assert world.service.perform(AGENT, medium.proposal_id).reason == "approval_missing"
         approval = world.service.approve(REVIEWER, medium.proposal_id, digest=medium.digest)
-        done = world.service.perform(AGENT, medium.proposal_id, approval_id=approval.approval_id)
+        done = world.service.perform(AGENT, medium.proposal_id, approval=approval.approval_id)
         assert done.outcome == "performed"
         huge = world.proposal({**REFUND_30, "order_id": "ord-3", "amount_minor": 2000})
         assert world.service.perform(AGENT, huge.proposal_id).reason == "policy_denied"

@@ -31,7 +31,6 @@ from effectledger import (
     SimulatedReceiver,
     SubmitMode,
 )
-from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
@@ -70,7 +69,7 @@ class World:
     receiver: SimulatedReceiver
     orders: OrderBook
     app: EffectLedger
-    service: EffectService
+    service: EffectLedger
 
     def close(self) -> None:
         """Close the ledger's store and the receiver."""
@@ -85,7 +84,7 @@ def build_world(store_url: str, directory: Path, clock: ManualClock) -> World:
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     app = EffectLedger(open_store(store_url), clock=clock, settings=LedgerSettings())
     app.register(refund_action(orders=orders, destination=destination), receiver)
-    return World(store_url, directory, clock, app.ledger, receiver, orders, app, app.service)
+    return World(store_url, directory, clock, app.ledger, receiver, orders, app, app)
 
 
 @contextmanager

@@ -25,13 +25,13 @@ from effectledger import (
     OperationState,
     SimulatedReceiver,
 )
-from effectledger.app.performing import EffectService
 from effectledger.audit.sealer import LogSealer
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, count_rows
+from tests.support.app import ledger_over
 from tests.support.evidence import SIGNER
 
 
@@ -124,7 +124,7 @@ def test_perform_reports_an_unrecorded_result_as_performed_and_uncertain(
     world = build_world(store_url, tmp_path, clock)
     destination = LockAfterSubmit(world.receiver, store_url)
     try:
-        service = EffectService(
+        service = ledger_over(
             Ledger(
                 world.ledger.store,
                 clock=clock,
@@ -135,7 +135,7 @@ def test_perform_reports_an_unrecorded_result_as_performed_and_uncertain(
         )
         proposal, approval = world.approved()
         try:
-            result = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+            result = service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
         finally:
             destination.release()
 

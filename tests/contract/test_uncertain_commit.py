@@ -18,6 +18,7 @@ from effectledger import (
     CommitUncertain,
     Context,
     DestinationRef,
+    EffectLedger,
     ManualClock,
     Observation,
     OperationState,
@@ -25,13 +26,13 @@ from effectledger import (
     SubmitMode,
 )
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from effectledger.store.postgres import PostgresStore
 from effectledger.workers import Executor, RecoveryWorker
 from tests.conftest import admit, with_options
+from tests.support.app import ledger_over
 from tests.support.cutting_proxy import Cut, CuttingProxy
 
 pytestmark = pytest.mark.postgres
@@ -318,10 +319,10 @@ def test_admission_whose_commit_went_unacknowledged_is_settled_by_its_replay(
     assert Ledger(direct_store).get(context, "op-1").fingerprint == operation.fingerprint
 
 
-def _refund_service(ledger: Ledger, receiver: SimulatedReceiver) -> EffectService:
+def _refund_service(ledger: Ledger, receiver: SimulatedReceiver) -> EffectLedger:
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     action = refund_action(orders=OrderBook(), destination=destination)
-    return EffectService(ledger, ActionRegistry([action]), [receiver])
+    return ledger_over(ledger, ActionRegistry([action]), [receiver])
 
 
 @pytest.mark.parametrize("cut", [Cut.LOSE_REPLY, Cut.LOSE_REQUEST], ids=["reply", "request"])
@@ -342,12 +343,12 @@ def test_an_admission_that_claims_at_once_settles_a_lost_commit(
     approval = service.approve(rita, proposal.proposal_id, digest=proposal.digest)
     proxy.arm(cut)
 
-    result = service.perform(agent, proposal.proposal_id, approval_id=approval.approval_id)
+    result = service.perform(agent, proposal.proposal_id, approval=approval.approval_id)
 
     assert proxy.cuts == 1
     assert (result.outcome, result.state) == ("performed", OperationState.SUCCEEDED)
     counts = receiver.counts()
     assert (counts.submissions, counts.effects) == (1, 1)
     assert _attempts(direct_store, agent, proposal.operation_id) == 1
-    again = service.perform(agent, proposal.proposal_id, approval_id=approval.approval_id)
+    again = service.perform(agent, proposal.proposal_id, approval=approval.approval_id)
     assert (again.outcome, receiver.counts().submissions) == ("replayed", 1)

@@ -23,12 +23,12 @@ from effectledger import (
     SimulatedReceiver,
     SubmitMode,
 )
-from effectledger.app.performing import EffectService
 from effectledger.audit.explain import explain, render
 from effectledger.ledger import Ledger
 from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, build_world
 from tests.conftest import admit, count_rows
+from tests.support.app import ledger_over
 
 BAD_REPLIES: list[tuple[object, object, str]] = [
     ("x" * 600, "reply/1", "provider_reference:too_long"),
@@ -161,10 +161,10 @@ def test_perform_reports_an_unrecordable_reply_as_uncertain_not_as_bad_input(
     world = build_world(store_url, tmp_path, clock)
     try:
         destination = CraftedReplies(world.receiver, submit_reply=accepted("x" * 600, "reply/1"))
-        service = EffectService(world.ledger, world.service.registry, [destination])
+        service = ledger_over(world.ledger, world.service.registry, [destination])
         proposal, approval = world.approved()
 
-        result = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+        result = service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
 
         assert (result.outcome, result.state, result.uncertain) == (
             "performed",

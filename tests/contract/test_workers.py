@@ -26,11 +26,11 @@ from effectledger import (
 )
 from effectledger.actions.policy import RulePolicy
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.ledger import Ledger
 from effectledger.workers import Executor, RecoveryWorker
 from tests.acceptance.test_authority_matrix import AGENT, World, build_world
 from tests.conftest import admit, count_rows, run_sql
+from tests.support.app import ledger_over
 
 T = TypeVar("T")
 ROLE_POLICY = RulePolicy(version="refund-policy-roles", proposer_roles=frozenset({"agent"}))
@@ -249,7 +249,7 @@ def test_reconcile_is_scoped_to_the_one_operation_the_context_may_see(
     """Another tenant's reconcile is not_found and writes nothing; the owner's touches one op."""
     ids = make_unknown(ledger, context, receiver, 3)
     clock.advance(ledger.settings.recover_after)
-    service = EffectService(ledger, ActionRegistry(), [receiver])
+    service = ledger_over(ledger, ActionRegistry(), [receiver])
     events_before = count_rows(store_url, "audit_events")
     stranger = Context(tenant_id="globex", actor_id="alice")
 

@@ -1,7 +1,7 @@
 """The second article's authority matrix through HTTP, compared with the direct Python path.
 
 Each scenario runs twice from fresh databases (a new ledger and a new receiver each time): once
-through :class:`EffectService` directly, once through the HTTP API on a real socket. The two
+through :class:`EffectLedger` directly, once through the HTTP API on a real socket. The two
 records must be equal: outcomes, denial reasons, ordered domain traces, the receiver's own
 submission and effect counts, held and committed units, operation rows, approval consumption and
 the ordered audit trail. Each scenario also states the outcome it must have, so both paths being

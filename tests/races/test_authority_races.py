@@ -14,9 +14,9 @@ from typing import TypeVar
 
 import pytest
 
-from effectledger import SimulatedReceiver
-from effectledger.app.performing import EffectResult, EffectService
+from effectledger import EffectLedger, SimulatedReceiver
 from effectledger.events.chain import verify_chain
+from effectledger.model import EffectResult
 from tests.conftest import count_rows
 from tests.faults._harness import spawn_all
 from tests.races.world import (
@@ -58,11 +58,11 @@ def race(count: int, call: Callable[[int], T]) -> list[T]:
 
 
 @pytest.fixture
-def services(store_url: str, tmp_path: Path) -> Iterator[Callable[[str], EffectService]]:
+def services(store_url: str, tmp_path: Path) -> Iterator[Callable[[str], EffectLedger]]:
     """Services over one ledger and one receiver file, one per policy asked for."""
-    made: list[EffectService] = []
+    made: list[EffectLedger] = []
 
-    def make(policy: str = "approval") -> EffectService:
+    def make(policy: str = "approval") -> EffectLedger:
         made.append(build(store_url, tmp_path, policy))
         return made[-1]
 
@@ -79,7 +79,7 @@ def effects(tmp_path: Path) -> int:
         receiver.close()
 
 
-def proposals(service: EffectService, count: int, *, approve: bool) -> list[tuple[str, str | None]]:
+def proposals(service: EffectLedger, count: int, *, approve: bool) -> list[tuple[str, str | None]]:
     """``count`` refund proposals of 30 by the agent, each approved by one reviewer if asked."""
     made: list[tuple[str, str | None]] = []
     for index in range(count):
@@ -110,7 +110,7 @@ def spawn_performs(
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_a_preauthorized_budget_is_never_overspent(
-    mode: str, services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """16 racing pre-authorized refunds of 30 against a budget of 100 admit exactly three."""
     service = services("budget")
@@ -131,7 +131,7 @@ def test_a_preauthorized_budget_is_never_overspent(
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_a_capacity_limit_is_never_overspent(
-    mode: str, services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """16 racing approved refunds of 30 against a pool limit of 100 admit exactly three."""
     service = services("approval")
@@ -141,7 +141,7 @@ def test_a_capacity_limit_is_never_overspent(
         outcomes = [
             (r.outcome, r.reason)
             for r in race(
-                THREADS, lambda i: service.perform(AGENT, made[i][0], approval_id=made[i][1])
+                THREADS, lambda i: service.perform(AGENT, made[i][0], approval=made[i][1])
             )
         ]
     else:
@@ -159,7 +159,7 @@ def test_a_capacity_limit_is_never_overspent(
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_one_proposal_with_many_approvals_spends_exactly_one(
-    mode: str, services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """16 performs of one proposal, each with its own valid approval, consume one approval."""
     service = services("approval")
@@ -171,7 +171,7 @@ def test_one_proposal_with_many_approvals_spends_exactly_one(
     if mode == "threads":
         results = race(
             THREADS,
-            lambda i: service.perform(AGENT, proposal.proposal_id, approval_id=approvals[i]),
+            lambda i: service.perform(AGENT, proposal.proposal_id, approval=approvals[i]),
         )
         outcomes = [(r.outcome, r.reason) for r in results]
     else:
@@ -186,15 +186,13 @@ def test_one_proposal_with_many_approvals_spends_exactly_one(
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_exact_replays_report_one_performance_and_no_denial(
-    mode: str, services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """16 identical performs: one reports performed, 15 replayed, no denial reaches the trail."""
     service = services("approval")
     ((proposal_id, approval_id),) = proposals(service, 1, approve=True)
     if mode == "threads":
-        results = race(
-            THREADS, lambda i: service.perform(AGENT, proposal_id, approval_id=approval_id)
-        )
+        results = race(THREADS, lambda i: service.perform(AGENT, proposal_id, approval=approval_id))
         outcomes = [(r.outcome, str(r.state)) for r in results]
     else:
         calls = [(AGENT.actor_id, proposal_id, approval_id)] * THREADS
@@ -213,7 +211,7 @@ def test_exact_replays_report_one_performance_and_no_denial(
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_approvers_deciding_at_once_are_all_recorded(
-    mode: str, services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """16 approvers approving one proposal at once all succeed, chained one after another."""
     service = services("approval")
@@ -240,7 +238,7 @@ def test_approvers_deciding_at_once_are_all_recorded(
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_the_proposer_racing_denied_callers_performs_truthfully(
-    mode: str, services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """The proposer's perform, raced by 15 denied performs of another actor, sends once."""
     service = services("approval")
@@ -253,7 +251,7 @@ def test_the_proposer_racing_denied_callers_performs_truthfully(
 
             def call(i: int, calls: list[tuple[str, str, str | None]] = calls) -> EffectResult:
                 context = AGENT if calls[i][0] == AGENT.actor_id else MALLORY
-                return service.perform(context, calls[i][1], approval_id=calls[i][2])
+                return service.perform(context, calls[i][1], approval=calls[i][2])
 
             results = race(THREADS, call)
             outcomes = [(r.outcome, r.reason, str(r.state)) for r in results]
@@ -268,12 +266,12 @@ def test_the_proposer_racing_denied_callers_performs_truthfully(
 
 
 def test_a_caller_that_claimed_nothing_never_reports_performed(
-    services: Callable[[str], EffectService], store_url: str, tmp_path: Path
+    services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
 ) -> None:
     """Of 16 threads performing one approved proposal, exactly one reports performed."""
     service = services("approval")
     ((proposal_id, approval_id),) = proposals(service, 1, approve=True)
-    results = race(THREADS, lambda i: service.perform(AGENT, proposal_id, approval_id=approval_id))
+    results = race(THREADS, lambda i: service.perform(AGENT, proposal_id, approval=approval_id))
     assert sum(r.outcome == "performed" for r in results) == 1
     assert count_rows(store_url, "attempts") == 1
     assert effects(tmp_path) == 1

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import OperationState, SimulatedReceiver, TamperedOperation
-from effectledger.app.performing import EffectService
+from effectledger import EffectLedger, OperationState, SimulatedReceiver, TamperedOperation
 from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
 from effectledger.model.operations import to_micros
 from effectledger.workers import Executor
@@ -23,20 +22,20 @@ from tests.races.world import AGENT, REFUND_30, START, approver, build, close
 
 
 @pytest.fixture
-def service(store_url: str, tmp_path: Path) -> Iterator[EffectService]:
+def service(store_url: str, tmp_path: Path) -> Iterator[EffectLedger]:
     """A refund service over a fresh ledger and receiver."""
     made = build(store_url, tmp_path)
     yield made
     close(made)
 
 
-def receiver(service: EffectService) -> SimulatedReceiver:
+def receiver(service: EffectLedger) -> SimulatedReceiver:
     (destination,) = service.destinations.values()
     assert isinstance(destination, SimulatedReceiver)
     return destination
 
 
-def admitted(service: EffectService) -> tuple[str, str, str]:
+def admitted(service: EffectLedger) -> tuple[str, str, str]:
     """An approved proposal admitted but not yet dispatched: (proposal, approval, operation)."""
     proposal = service.propose(AGENT, "refund_order", REFUND_30)
     approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
@@ -47,7 +46,7 @@ def admitted(service: EffectService) -> tuple[str, str, str]:
     return proposal.proposal_id, approval.approval_id, operation.operation_id
 
 
-def assert_refused(service: EffectService, operation_id: str, reason: str) -> None:
+def assert_refused(service: EffectLedger, operation_id: str, reason: str) -> None:
     executor = service.executor_for(next(iter(service.destinations)))
     with pytest.raises(TamperedOperation) as refused:
         executor.execute(AGENT, operation_id)
@@ -56,7 +55,7 @@ def assert_refused(service: EffectService, operation_id: str, reason: str) -> No
 
 
 def test_a_rewritten_command_and_fingerprint_are_not_sent(
-    service: EffectService, store_url: str
+    service: EffectLedger, store_url: str
 ) -> None:
     """A READY refund of 30 rewritten to 5000 (with a matching fingerprint) is never sent."""
     _, _, operation_id = admitted(service)
@@ -79,7 +78,7 @@ def test_a_rewritten_command_and_fingerprint_are_not_sent(
 
 
 def test_an_approval_inserted_without_its_event_is_refused_and_never_sent(
-    service: EffectService, store_url: str
+    service: EffectLedger, store_url: str
 ) -> None:
     """The database refuses an approval row with no event; inserted past that, it admits nothing."""
     proposal = service.propose(AGENT, "refund_order", REFUND_30)
@@ -94,13 +93,13 @@ def test_an_approval_inserted_without_its_event_is_refused_and_never_sent(
     drop_trigger(store_url, "approvals", "approvals_insert_needs_event")
     raw_sql(store_url, forged)
     with pytest.raises(TamperedOperation) as refused:
-        service.perform(AGENT, proposal.proposal_id, approval_id="appr-forged")
+        service.perform(AGENT, proposal.proposal_id, approval="appr-forged")
     assert refused.value.details["reason"] == "approval_not_in_trail"
     assert receiver(service).counts().submissions == 0
     assert count_rows(store_url, "attempts") == 0
 
 
-def test_a_denial_flipped_to_granted_is_never_sent(service: EffectService, store_url: str) -> None:
+def test_a_denial_flipped_to_granted_is_never_sent(service: EffectLedger, store_url: str) -> None:
     """A recorded denial edited into a grant does not admit an effect that reaches the receiver."""
     proposal = service.propose(AGENT, "refund_order", REFUND_30)
     denial = service.deny(
@@ -113,18 +112,18 @@ def test_a_denial_flipped_to_granted_is_never_sent(service: EffectService, store
         f"WHERE approval_id = '{denial.approval_id}'",
     )
     with pytest.raises(TamperedOperation) as refused:
-        service.perform(AGENT, proposal.proposal_id, approval_id=denial.approval_id)
+        service.perform(AGENT, proposal.proposal_id, approval=denial.approval_id)
     assert refused.value.details["reason"] in {"proposal_denied", "approval_not_in_trail"}
     assert receiver(service).counts().submissions == 0
 
 
 def test_a_finished_operation_set_back_to_ready_is_not_sent_again(
-    service: EffectService, store_url: str
+    service: EffectLedger, store_url: str
 ) -> None:
     """A SUCCEEDED refund edited back to READY is refused: the receiver still saw one submission."""
     proposal = service.propose(AGENT, "refund_order", REFUND_30)
     approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
-    done = service.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
+    done = service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
     assert done.state is OperationState.SUCCEEDED
     raw_sql(
         store_url,
@@ -137,7 +136,7 @@ def test_a_finished_operation_set_back_to_ready_is_not_sent_again(
 
 
 def test_a_pool_executor_passes_over_a_tampered_operation(
-    service: EffectService, store_url: str
+    service: EffectLedger, store_url: str
 ) -> None:
     """An executor pool never claims a tampered READY operation; it stays READY, unsent."""
     _, _, operation_id = admitted(service)
@@ -152,7 +151,7 @@ def test_a_pool_executor_passes_over_a_tampered_operation(
     assert service.ledger.get(AGENT, operation_id).state is OperationState.READY
 
 
-def test_an_untouched_operation_passes_every_check(service: EffectService, store_url: str) -> None:
+def test_an_untouched_operation_passes_every_check(service: EffectLedger, store_url: str) -> None:
     """The checks refuse only edits: an admitted operation dispatches once, as approved."""
     _, approval_id, operation_id = admitted(service)
     executor = service.executor_for(next(iter(service.destinations)))

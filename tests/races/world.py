@@ -11,13 +11,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from effectledger import Context, DestinationRef, LedgerSettings, ManualClock, SimulatedReceiver
+from effectledger import (
+    Context,
+    DestinationRef,
+    EffectLedger,
+    LedgerSettings,
+    ManualClock,
+    SimulatedReceiver,
+)
 from effectledger.actions.policy import Preauthorization, RulePolicy
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
+from tests.support.app import ledger_over
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
@@ -41,7 +48,7 @@ def approver(index: int) -> Context:
     return Context(tenant_id="acme", actor_id=f"approver-{index}", roles=frozenset({"approver"}))
 
 
-def build(store_url: str, directory: Path, policy: str = "approval") -> EffectService:
+def build(store_url: str, directory: Path, policy: str = "approval") -> EffectLedger:
     """A service over the ledger at ``store_url`` and the receiver file in ``directory``."""
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
@@ -49,10 +56,10 @@ def build(store_url: str, directory: Path, policy: str = "approval") -> EffectSe
         [refund_action(orders=OrderBook(), destination=destination, policy=POLICIES[policy])]
     )
     ledger = Ledger(open_store(store_url), clock=ManualClock(START), settings=LedgerSettings())
-    return EffectService(ledger, registry, [receiver])
+    return ledger_over(ledger, registry, [receiver])
 
 
-def close(service: EffectService) -> None:
+def close(service: EffectLedger) -> None:
     """Close the service's store and receivers."""
     service.ledger.store.close()
     for destination in service.destinations.values():
@@ -76,7 +83,7 @@ def perform_in_process(
     barrier.wait()
     outcomes = []
     for actor, proposal_id, approval_id in calls:
-        result = service.perform(contexts[actor], proposal_id, approval_id=approval_id)
+        result = service.perform(contexts[actor], proposal_id, approval=approval_id)
         outcomes.append((result.outcome, result.reason, str(result.state)))
     close(service)
     results.put({"worker": worker, "outcomes": outcomes})

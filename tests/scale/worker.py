@@ -12,15 +12,21 @@ import json
 import random
 import sys
 
-from effectledger import Context, DestinationRef, LookupMode, ManualClock, SimulatedReceiver
+from effectledger import (
+    Context,
+    DestinationRef,
+    LookupMode,
+    ManualClock,
+    SimulatedReceiver,
+)
 from effectledger.actions.policy import RulePolicy
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.performing import EffectService
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.model.operations import from_micros
 from effectledger.store import open_store
 from effectledger.workers import Executor, RecoveryWorker
+from tests.support.app import ledger_over
 
 # The role-based policy of the guarded pool: only actors with the ``agent`` role may request.
 ROLE_POLICY = RulePolicy(version="refund-policy-roles", proposer_roles=frozenset({"agent"}))
@@ -66,12 +72,12 @@ def main() -> int:
         while batch := executor.run_ready(limit=args.limit):
             done += len(batch)
     elif args.role == "guarded-pool":
-        # The executor EffectService builds: with the dispatch-time recheck.
+        # The executor EffectLedger builds: with the dispatch-time recheck.
         bound = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
         registry = ActionRegistry(
             [refund_action(orders=OrderBook(), destination=bound, policy=ROLE_POLICY)]
         )
-        executor = EffectService(ledger, registry, [receiver]).executor_for(bound)
+        executor = ledger_over(ledger, registry, [receiver]).executor_for(bound)
         while batch := executor.run_ready(limit=args.limit):
             done += len(batch)
     else:

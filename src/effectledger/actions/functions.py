@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -36,7 +36,9 @@ from effectledger.model.operations import (
 
 __all__ = [
     "DEFAULT_POLICY_VERSION",
+    "DEFAULT_PROPOSAL_TTL",
     "ActionHandle",
+    "ActionOptions",
     "Declaration",
     "arguments_model",
     "strict_model",
@@ -44,6 +46,9 @@ __all__ = [
 
 DEFAULT_POLICY_VERSION = "approval-required"
 """The version recorded for the default policy: every effect needs an approver's approval."""
+
+DEFAULT_PROPOSAL_TTL = timedelta(minutes=15)
+"""How long a proposal may wait for its decision and admission unless the action says otherwise."""
 
 UNVERSIONED = "unversioned"
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -92,6 +97,24 @@ def arguments_model(function: Callable[..., Any], name: str) -> tuple[type[BaseM
     return model, False
 
 
+class ActionOptions(TypedDict, total=False):
+    """What an action may declare besides its contract, arguments and destination.
+
+    ``pool`` and ``units`` draw capacity (none unless a pool is named); ``target`` and
+    ``version`` name the resource acted on and read its current version; ``policy`` defaults to
+    approval required for every effect; ``ttl`` bounds how long a proposal may wait
+    (:data:`DEFAULT_PROPOSAL_TTL`); ``description`` is what a model and a reviewer are shown.
+    """
+
+    pool: str | None
+    units: Callable[[Any], int] | None
+    target: Callable[[Any], str] | None
+    version: Callable[[Context, str], str] | None
+    policy: Policy | None
+    ttl: timedelta
+    description: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Declaration:
     """What trusted code declares about an action besides its arguments and destination."""
@@ -102,7 +125,7 @@ class Declaration:
     target: Callable[[Any], str] | None = None
     version: Callable[[Context, str], str] | None = None
     policy: Policy | None = None
-    ttl: timedelta = timedelta(minutes=15)
+    ttl: timedelta = DEFAULT_PROPOSAL_TTL
     description: str = ""
 
     def build(self, name: str, model: type[BaseModel], destination: DestinationRef) -> Action:

@@ -21,13 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from effectledger.app.ledger import (
-    ActionRef,
-    EffectLedger,
-    OperationRef,
-    ProposalRef,
-    connect,
-)
+from effectledger.app.connecting import connect
+from effectledger.app.ledger import EffectLedger
+from effectledger.app.refs import ActionRef, OperationRef, ProposalRef
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.ledger import LedgerSettings
@@ -160,6 +156,10 @@ class AsyncEffectLedger:
             self.sync.perform, context, proposal, approval=approval, tenant_id=tenant_id
         )
 
+    async def dispatch(self, context: Context, operation: OperationRef) -> DispatchResult:
+        """:meth:`EffectLedger.dispatch`, awaitable."""
+        return await self._call(self.sync.dispatch, context, operation)
+
     async def status(self, context: Context, operation: OperationRef) -> DispatchResult:
         """:meth:`EffectLedger.status`, awaitable."""
         return await self._call(self.sync.status, context, operation)
@@ -207,6 +207,10 @@ class AsyncEffectLedger:
     ) -> DispatchResult:
         """:meth:`EffectLedger.resolve`, awaitable."""
         return await self._call(self.sync.resolve, context, operation, observation)
+
+    async def reconcile(self, context: Context, operation: OperationRef) -> EffectResult:
+        """:meth:`EffectLedger.reconcile`, awaitable."""
+        return await self._call(self.sync.reconcile, context, operation)
 
     async def recover(self, *, limit: int = 100) -> RecoveryReport:
         """:meth:`EffectLedger.recover`, awaitable."""

@@ -1,121 +1,57 @@
-"""The actions an application declares and the destination adapters they are bound to.
+"""The actions an application declares, and the one destination adapter for each endpoint.
 
-:class:`ActionCatalog` is the declaring half of :class:`~effectledger.EffectLedger`: it holds
-the :class:`~effectledger.actions.ActionRegistry`, one adapter per account and endpoint, and the
-:class:`~effectledger.app.performing.EffectService` built over them (rebuilt when an adapter is bound).
+:class:`Declarations` is a part :class:`~effectledger.EffectLedger` has: it holds the
+:class:`~effectledger.actions.ActionRegistry`, one adapter per account and endpoint, and one
+guarded :class:`~effectledger.workers.Executor` per adapter (the dispatch-time recheck of the
+authority is its guard). :meth:`~effectledger.EffectLedger.action` and
+:meth:`~effectledger.EffectLedger.register` are its front.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import timedelta
-from typing import Any, overload
 
 from pydantic import BaseModel
 
 from effectledger.actions.functions import (
     ActionHandle,
+    ActionOptions,
     Declaration,
-    SubmitFunction,
     strict_model,
 )
-from effectledger.actions.policy import Policy
 from effectledger.actions.registry import Action, ActionRegistry
-from effectledger.app.performing import EffectService
+from effectledger.authority import Authority
 from effectledger.destinations import Destination
-from effectledger.errors import InvalidInput
-from effectledger.ledger import Ledger
-from effectledger.model.operations import Context, DestinationRef
+from effectledger.destinations.function import SubmitFunction
+from effectledger.errors import DestinationMismatch, InvalidInput
+from effectledger.model.operations import DestinationRef
+from effectledger.workers.executor import Executor
 
-__all__ = ["ActionCatalog"]
+__all__ = ["Declarations"]
 
 
-class ActionCatalog:
-    """Declared actions and their adapters over one ledger; see the module docstring."""
+class Declarations:
+    """Declared actions, their adapters and the executors bound to them (see the module doc)."""
 
-    def __init__(self, ledger: Ledger, destinations: Iterable[Destination] = ()) -> None:
-        self.ledger = ledger
-        self.registry = ActionRegistry()
-        self._destinations: dict[DestinationRef, Destination] = {}
-        self.service = EffectService(ledger, self.registry, ())
-        for destination in destinations:
-            self._bind(destination)
+    def __init__(self, registry: ActionRegistry, authority: Authority) -> None:
+        self.registry = registry
+        self._authority = authority
+        self.destinations: dict[DestinationRef, Destination] = {}
+        self.executors: dict[DestinationRef, Executor] = {}
 
-    # -- declaring actions ---------------------------------------------------------------
-
-    @overload
-    def action(
+    def declare(
         self,
         *,
         contract: str,
-        account: str,
-        endpoint: str,
-        name: str | None = None,
-        arguments: type[BaseModel] | None = None,
-        pool: str | None = None,
-        units: Callable[[Any], int] | None = None,
-        target: Callable[[Any], str] | None = None,
-        version: Callable[[Context, str], str] | None = None,
-        policy: Policy | None = None,
-        ttl: timedelta = timedelta(minutes=15),
-        description: str = "",
-    ) -> Callable[[SubmitFunction], ActionHandle]: ...
-
-    @overload
-    def action(
-        self,
-        *,
-        contract: str,
-        destination: Destination,
-        name: str,
-        arguments: type[BaseModel],
-        pool: str | None = None,
-        units: Callable[[Any], int] | None = None,
-        target: Callable[[Any], str] | None = None,
-        version: Callable[[Context, str], str] | None = None,
-        policy: Policy | None = None,
-        ttl: timedelta = timedelta(minutes=15),
-        description: str = "",
-    ) -> ActionHandle: ...
-
-    def action(
-        self,
-        *,
-        contract: str,
-        account: str | None = None,
-        endpoint: str | None = None,
-        destination: Destination | None = None,
-        name: str | None = None,
-        arguments: type[BaseModel] | None = None,
-        pool: str | None = None,
-        units: Callable[[Any], int] | None = None,
-        target: Callable[[Any], str] | None = None,
-        version: Callable[[Context, str], str] | None = None,
-        policy: Policy | None = None,
-        ttl: timedelta = timedelta(minutes=15),
-        description: str = "",
+        account: str | None,
+        endpoint: str | None,
+        destination: Destination | None,
+        name: str | None,
+        arguments: type[BaseModel] | None,
+        options: ActionOptions,
     ) -> Callable[[SubmitFunction], ActionHandle] | ActionHandle:
-        """Declare a consequential action.
-
-        With ``account`` and ``endpoint`` it decorates the function that performs the effect
-        (``fn(arguments..., key) -> Observation``); decorate its lookup with
-        ``@handle.lookup``. With ``destination`` (an existing adapter, such as a
-        :class:`~effectledger.destinations.simulated.SimulatedReceiver`) it returns the handle
-        at once. ``pool`` and ``units`` draw capacity (none unless a pool is named);
-        ``target`` and ``version`` name the resource acted on and read its current version;
-        ``policy`` defaults to approval required for every effect; ``ttl`` bounds how long a
-        proposal may wait.
-        """
-        declaration = Declaration(
-            contract=contract,
-            pool=pool,
-            units=units,
-            target=target,
-            version=version,
-            policy=policy,
-            ttl=ttl,
-            description=description,
-        )
+        """What :meth:`effectledger.EffectLedger.action` does; see its docstring."""
+        declaration = Declaration(contract=contract, **options)
         if destination is not None:
             if account is not None or endpoint is not None or name is None or arguments is None:
                 raise InvalidInput(
@@ -124,8 +60,7 @@ class ActionCatalog:
                 )
             ref = DestinationRef(account_id=destination.account_id, endpoint=destination.endpoint)
             built = declaration.build(name, strict_model(arguments), ref)
-            handle = ActionHandle(built, destination)
-            return self.register(handle)
+            return self.register(ActionHandle(built, destination))
         if account is None or endpoint is None:
             raise InvalidInput("declare the action's account and endpoint, or a destination")
 
@@ -152,29 +87,45 @@ class ActionCatalog:
         """
         handle = action if isinstance(action, ActionHandle) else ActionHandle(action, destination)
         ref = handle.action.destination
-        adapter = handle.destination or self._destinations.get(ref)
+        adapter = handle.destination or self.destinations.get(ref)
         if adapter is None:
             raise InvalidInput(f"no destination adapter is bound to {handle.name}'s endpoint")
         if DestinationRef(account_id=adapter.account_id, endpoint=adapter.endpoint) != ref:
             raise InvalidInput(f"the adapter given for {handle.name} serves another endpoint")
-        bound = self._destinations.get(ref)
+        bound = self.destinations.get(ref)
         if bound is not None and bound is not adapter:
             raise InvalidInput(
                 f"{ref.account_id} at {ref.endpoint} is already bound to another adapter",
                 action=handle.name,
             )
         self.registry.register(handle.action)
-        self._bind(adapter)
+        self.bind(adapter)
         handle.destination = adapter
         return handle
 
-    def _bind(self, destination: Destination) -> None:
+    def bind(self, destination: Destination) -> None:
+        """Bind an adapter (once per account and endpoint) and its guarded executor."""
         ref = DestinationRef(account_id=destination.account_id, endpoint=destination.endpoint)
-        bound = self._destinations.get(ref)
+        bound = self.destinations.get(ref)
         if bound is destination:
             return
         if bound is not None:
             raise InvalidInput(f"{ref.account_id} at {ref.endpoint} already has an adapter")
-        self._destinations[ref] = destination
-        # The service keeps one executor per adapter: rebuilt over the same ledger and registry.
-        self.service = EffectService(self.ledger, self.registry, self._destinations.values())
+        self.destinations[ref] = destination
+        self.executors[ref] = Executor(
+            self._authority.ledger, destination, guard=self._authority.dispatch_guard
+        )
+
+    def bind_all(self, destinations: Iterable[Destination]) -> None:
+        """:meth:`bind` each adapter in turn."""
+        for destination in destinations:
+            self.bind(destination)
+
+    def executor_for(self, destination: DestinationRef) -> Executor:
+        """The guarded executor bound to ``destination``; ``DestinationMismatch`` if none."""
+        try:
+            return self.executors[destination]
+        except KeyError:
+            raise DestinationMismatch(
+                "no destination adapter is bound to that account and endpoint"
+            ) from None

@@ -1,42 +1,45 @@
-"""The one object an application holds: :func:`connect` returns an :class:`EffectLedger`.
+"""The one object an application holds: :class:`EffectLedger` (``effectledger.connect`` opens one).
 
-It owns the store, the :class:`~effectledger.ledger.Ledger`, the action registry and the
-:class:`~effectledger.app.performing.EffectService` built over them, and offers every step of an
-effect's life, each scoped by the trusted :class:`~effectledger.model.Context`: declare an
-action (:meth:`EffectLedger.action`), propose, approve or deny, perform, read status, events and
-an explanation, manage capacity, authorize a retry, escalate and resolve a manual review, run a
-recovery pass, seal and export the evidence.
+Every verb of an effect's life is one method here, each scoped by the trusted
+:class:`~effectledger.model.Context`: declare an action (:meth:`EffectLedger.action`), propose,
+approve or deny, perform, reconcile, read status, events and an explanation, manage capacity,
+authorize a retry, escalate and resolve a manual review, run a recovery pass, seal and export the
+evidence. Each is composed over the :class:`~effectledger.authority.Authority` and the
+:class:`~effectledger.ledger.Ledger`, which hold every rule; the object itself holds none.
 
 Every caller is built on this object: the function tools (``FunctionTools(ledger)``), the MCP
-server (``build_server(ledger, ...)``) and the HTTP API (``create_app(ledger, keys)``) call these
-methods and nothing beneath them, so each applies the same rules. The tenant's wider views
-(``operations``, ``events``, ``explain``, ``capacity``, another actor's ``proposal`` or
-``operation``) need a reviewer's role (:mod:`effectledger.app.access`); everyone sees their own.
+server (``build_server(ledger, ...)``), the HTTP API (``create_app(ledger, keys)``) and the
+command line call these methods and nothing beneath them, so each applies the same rules. The
+tenant's wider views (``operations``, ``events``, ``explain``, ``capacity``, another actor's
+``proposal`` or ``operation``) need a reviewer's role (:mod:`effectledger.app.access`).
 
-Records are passed from call to call (a :class:`~effectledger.model.authority.Proposal` to
-``approve`` and ``perform``), so nobody copies an id or a digest by hand; every call also takes
-the plain ids, for callers that only have strings (HTTP, MCP, a reviewer page). The lower layer
-stays reachable (``.ledger``, ``.registry``, ``.service``) and public.
+Records are passed from call to call (a :class:`~effectledger.model.Proposal` to ``approve``
+and ``perform``), so nobody copies an id or a digest by hand; every call also takes the plain
+ids, for callers that only have strings (HTTP, MCP, a reviewer page). The lower layer it is
+built on stays reachable as ``.store``, ``.ledger``, ``.authority`` and ``.registry``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from pydantic import BaseModel
 
-from effectledger.actions.functions import ActionHandle
-from effectledger.actions.registry import Action
+from effectledger.actions.functions import ActionHandle, ActionOptions
+from effectledger.actions.registry import Action, ActionRegistry
+from effectledger.app import performing
 from effectledger.app.access import require_reader, visible_operation, visible_proposal
-from effectledger.app.declaring import ActionCatalog
+from effectledger.app.declaring import Declarations
+from effectledger.app.refs import ActionRef, OperationRef, ProposalRef, operation_id_of, shown
+from effectledger.authority import Authority
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
-from effectledger.errors import InvalidInput, InvalidTransition, NotFound, NotPermitted
+from effectledger.destinations.function import SubmitFunction
+from effectledger.errors import InvalidInput
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.model.operations import (
@@ -46,13 +49,11 @@ from effectledger.model.operations import (
     DispatchResult,
     Observation,
     Operation,
-    OperationState,
-    Outcome,
 )
 from effectledger.model.results import EffectResult
-from effectledger.store import Store, open_store
+from effectledger.store import Store
 from effectledger.workers.executor import Executor
-from effectledger.workers.recovery import RecoveryReport
+from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
 
 if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, not the hot path
     from effectledger.audit.explain import Sentence
@@ -60,68 +61,107 @@ if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, 
     from effectledger.audit.sealer import SealReport
     from effectledger.audit.signers import Signer
 
-__all__ = ["DEFAULT_URL", "URL_VARIABLE", "EffectLedger", "OperationRef", "connect"]
-
-URL_VARIABLE = "EFFECTLEDGER_DB"
-DEFAULT_URL = "sqlite:///effectledger.db"
-
-OperationRef = str | Proposal | Operation | DispatchResult | EffectResult
-"""An operation named by its id or by a record that carries it."""
-
-ProposalRef = Proposal | str
-ActionRef = ActionHandle | Action | str
+__all__ = ["EffectLedger"]
 
 
-def connect(
-    url: str | None = None,
-    *,
-    migrate: bool = True,
-    clock: Clock | None = None,
-    settings: LedgerSettings | None = None,
-    destinations: Iterable[Destination] = (),
-    signer: Signer | None = None,
-    **store_options: Any,
-) -> EffectLedger:
-    """Open the ledger at ``url`` (else ``$EFFECTLEDGER_DB``, else ``sqlite:///effectledger.db``).
-
-    ``migrate`` brings the schema up to date first (each migration once, even when several
-    processes start together). ``destinations`` binds existing
-    :class:`~effectledger.destinations.Destination` adapters; ``signer`` is the log key for
-    :meth:`EffectLedger.seal` (default: ``$EFFECTLEDGER_LOG_KEY``). Use the result as a context
-    manager to close the store.
-    """
-    chosen = url or os.environ.get(URL_VARIABLE) or DEFAULT_URL
-    store = open_store(chosen, migrate=migrate, **store_options)
-    try:
-        return EffectLedger(
-            store, clock=clock, settings=settings, destinations=destinations, signer=signer
-        )
-    except BaseException:
-        store.close()
-        raise
-
-
-class EffectLedger(ActionCatalog):
-    """Store, ledger, registry and service for one application (see the module docstring).
+class EffectLedger:
+    """Every verb of an effect's life for one application (see the module docstring).
 
     Thread-safe for concurrent calls once the actions are declared; declare them at start-up.
     Every step trusts the context it is given: which steps a model may reach is the caller's
     choice (a tool layer offers ``propose``, ``perform`` and ``status``); capacity limits,
     retries, escalation and resolution are for trusted people and workers.
+
+    Built over a :class:`~effectledger.store.Store` (what :func:`connect` opens), or over an
+    existing :class:`~effectledger.ledger.Ledger` to share its clock and settings.
     """
 
     def __init__(
         self,
-        store: Store,
+        store: Store | Ledger,
         *,
         clock: Clock | None = None,
         settings: LedgerSettings | None = None,
         destinations: Iterable[Destination] = (),
         signer: Signer | None = None,
     ) -> None:
-        self.store = store
+        if isinstance(store, Ledger):
+            if clock is not None or settings is not None:
+                raise InvalidInput("a ledger given whole brings its own clock and settings")
+            self.ledger = store
+        else:
+            self.ledger = Ledger(store, clock=clock, settings=settings)
+        self.store = self.ledger.store
+        self.registry = ActionRegistry()
+        self.authority = Authority(self.ledger, self.registry)
+        self._declared = Declarations(self.registry, self.authority)
+        self._declared.bind_all(destinations)
         self._signer = signer
-        super().__init__(Ledger(store, clock=clock, settings=settings), destinations)
+
+    # -- declaring -----------------------------------------------------------------------
+
+    @overload
+    def action(
+        self,
+        *,
+        contract: str,
+        account: str,
+        endpoint: str,
+        name: str | None = None,
+        arguments: type[BaseModel] | None = None,
+        **options: Unpack[ActionOptions],
+    ) -> Callable[[SubmitFunction], ActionHandle]: ...
+
+    @overload
+    def action(
+        self,
+        *,
+        contract: str,
+        destination: Destination,
+        name: str,
+        arguments: type[BaseModel],
+        **options: Unpack[ActionOptions],
+    ) -> ActionHandle: ...
+
+    def action(
+        self,
+        *,
+        contract: str,
+        account: str | None = None,
+        endpoint: str | None = None,
+        destination: Destination | None = None,
+        name: str | None = None,
+        arguments: type[BaseModel] | None = None,
+        **options: Unpack[ActionOptions],
+    ) -> Callable[[SubmitFunction], ActionHandle] | ActionHandle:
+        """Declare a consequential action (its options: :class:`~effectledger.actions.functions.
+        ActionOptions`).
+
+        With ``account`` and ``endpoint`` it decorates the function that performs the effect
+        (``fn(arguments..., key) -> Observation``); decorate its lookup with
+        ``@handle.lookup``. With ``destination`` (an existing adapter, such as a
+        :class:`~effectledger.SimulatedReceiver`) it returns the handle at once. ``pool`` and
+        ``units`` draw capacity (none unless a pool is named); ``target`` and ``version`` name
+        the resource acted on and read its current version; ``policy`` defaults to approval
+        required for every effect; ``ttl`` bounds how long a proposal may wait (15 minutes
+        unless given; past it the proposal is denied ``expired`` and needs a new one).
+        """
+        return self._declared.declare(
+            contract=contract,
+            account=account,
+            endpoint=endpoint,
+            destination=destination,
+            name=name,
+            arguments=arguments,
+            options=options,
+        )
+
+    def register(
+        self, action: ActionHandle | Action, destination: Destination | None = None
+    ) -> ActionHandle:
+        """Register a handle, or a lower-layer :class:`~effectledger.actions.Action` with its
+        destination adapter; one adapter per account and endpoint, one action per name."""
+        return self._declared.register(action, destination)
 
     # -- proposing and deciding ----------------------------------------------------------
 
@@ -142,7 +182,7 @@ class EffectLedger(ActionCatalog):
             raise InvalidInput("give the arguments as one object or as keywords, not both")
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump()
-        return self.service.propose(
+        return self.authority.propose(
             context,
             name,
             fields if arguments is None else arguments,
@@ -155,7 +195,7 @@ class EffectLedger(ActionCatalog):
 
         Its proposer and the tenant's reviewers see it; to anyone else it is ``NotFound``.
         """
-        return visible_proposal(context, self.service.authority.get_proposal(context, proposal_id))
+        return visible_proposal(context, self.authority.get_proposal(context, proposal_id))
 
     def approve(
         self,
@@ -167,15 +207,15 @@ class EffectLedger(ActionCatalog):
         expires_in: timedelta = timedelta(hours=1),
     ) -> Approval:
         """Approve the proposal exactly as shown: the record's digest, or ``digest`` with an id."""
-        proposal_id, shown = _shown(proposal, digest)
-        return self.service.approve(approver, proposal_id, digest=shown, expires_in=expires_in)
+        proposal_id, seen = shown(proposal, digest)
+        return self.authority.approve(approver, proposal_id, digest=seen, expires_in=expires_in)
 
     def deny(
         self, approver: Context, proposal: ProposalRef, /, *, reason: str, digest: str | None = None
     ) -> Approval:
         """Deny the proposal as shown, recording who and why; a denial is final."""
-        proposal_id, shown = _shown(proposal, digest)
-        return self.service.deny(approver, proposal_id, digest=shown, reason=reason)
+        proposal_id, seen = shown(proposal, digest)
+        return self.authority.deny(approver, proposal_id, digest=seen, reason=reason)
 
     # -- performing ----------------------------------------------------------------------
 
@@ -198,7 +238,9 @@ class EffectLedger(ActionCatalog):
         approval_id = (
             approval if approval is None or isinstance(approval, str) else approval.approval_id
         )
-        return self.service.perform(
+        return performing.perform(
+            self.authority,
+            self._declared,
             context,
             proposal_id,
             approval_id=approval_id,
@@ -206,18 +248,28 @@ class EffectLedger(ActionCatalog):
             tenant_id=tenant_id,
         )
 
+    def dispatch(self, context: Context, operation: OperationRef) -> DispatchResult:
+        """Perform an operation admitted outside ``perform`` once, or report its recorded state.
+
+        For an operation admitted on an outside decision (``Ledger.admit``): its destination's
+        guarded executor claims it, rechecks it and submits it once; a repeat reports the state.
+        """
+        found = self.ledger.get(context, operation_id_of(operation))
+        executor = self._declared.executor_for(found.destination)
+        return executor.execute(context, found.operation_id)
+
     # -- reading -------------------------------------------------------------------------
 
     def status(self, context: Context, operation: OperationRef) -> DispatchResult:
         """The recorded state of an operation ``context``'s actor requested."""
-        return self.ledger.status(context, _operation_id(operation))
+        return self.ledger.status(context, operation_id_of(operation))
 
     def operation(self, context: Context, operation: OperationRef) -> Operation:
         """The operation as stored, for its requester, its review owner or a reviewer.
 
         To anyone else of the tenant it is ``NotFound``, like another tenant's.
         """
-        return visible_operation(context, self.ledger.get(context, _operation_id(operation)))
+        return visible_operation(context, self.ledger.get(context, operation_id_of(operation)))
 
     def operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
         """The tenant's most recent operations, newest first (approver or auditor)."""
@@ -227,7 +279,7 @@ class EffectLedger(ActionCatalog):
     def events(self, context: Context, operation: OperationRef) -> list[AuditEvent]:
         """The operation's audit trail in order, from its proposal on (approver or auditor)."""
         require_reader(context)
-        return self.ledger.events(context, _operation_id(operation))
+        return self.ledger.events(context, operation_id_of(operation))
 
     def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
         """What the operation's events say happened, one cited sentence per event (as events)."""
@@ -240,12 +292,12 @@ class EffectLedger(ActionCatalog):
     def capacity(self, context: Context, pool: str) -> CapacityUsage:
         """Held, committed and freed units of the tenant's pool, and its limit (as events)."""
         require_reader(context)
-        return self.service.authority.capacity(context, pool)
+        return self.authority.capacity(context, pool)
 
     def set_capacity_limit(self, context: Context, pool: str, units: int) -> CapacityUsage:
         """Set the most units the tenant's pool may hold and commit together (trusted step)."""
-        self.service.authority.set_capacity_limit(context.tenant_id, pool, units)
-        return self.service.authority.capacity(context, pool)
+        self.authority.set_capacity_limit(context.tenant_id, pool, units)
+        return self.authority.capacity(context, pool)
 
     # -- retry, escalation, manual review, recovery --------------------------------------
 
@@ -254,14 +306,14 @@ class EffectLedger(ActionCatalog):
     ) -> DispatchResult:
         """Return a RETRY_PENDING operation to READY (same key), within ``max_retries``."""
         return self.ledger.authorize_retry(
-            context, _operation_id(operation), max_retries=max_retries
+            context, operation_id_of(operation), max_retries=max_retries
         )
 
     def escalate(
         self, context: Context, operation: OperationRef, *, reason: str, owner: str | None = None
     ) -> DispatchResult:
         """Move an unresolved operation of the tenant to MANUAL_REVIEW with an owner."""
-        operation_id = self.ledger.get(context, _operation_id(operation)).operation_id
+        operation_id = self.ledger.get(context, operation_id_of(operation)).operation_id
         return self.ledger.escalate(
             context.tenant_id, operation_id, reason=reason, owner=owner, actor=context.actor_id
         )
@@ -274,26 +326,24 @@ class EffectLedger(ActionCatalog):
         Only the review owner (as actor or role) may resolve, and only with an authoritative
         observation (``Accepted`` with its references, or ``PermanentRejection``).
         """
-        found = self.ledger.get(context, _operation_id(operation))
-        if found.state is not OperationState.MANUAL_REVIEW:
-            raise InvalidTransition(
-                f"only a MANUAL_REVIEW operation is resolved here; it is {found.state.value}",
-                operation_id=found.operation_id,
-            )
-        owner = found.review_owner
-        if owner is None or (context.actor_id != owner and owner not in context.roles):
-            raise NotPermitted(f"only the review owner {owner!r} may resolve this operation")
-        if observation.outcome not in (Outcome.ACCEPTED, Outcome.PERMANENT_REJECTION):
-            raise InvalidInput("a manual review is resolved by Accepted or PermanentRejection")
-        attempts = self.ledger.attempts(context, found.operation_id)
-        active = [a for a in attempts if a.attempt_id == found.active_attempt_id]
-        if not active:
-            raise NotFound("the operation has no active attempt", operation_id=found.operation_id)
-        return self.ledger.record(active[0], observation, actor=context.actor_id, reconciled=True)
+        return self.ledger.resolve(context, operation_id_of(operation), observation)
+
+    def reconcile(self, context: Context, operation: OperationRef) -> EffectResult:
+        """Look up this one operation now if it is due, never resubmitting; report its state.
+
+        ``outcome`` is ``reconciled`` when the lookup settled it, ``unresolved`` otherwise (not
+        due, or the destination's answer was inconclusive). Another tenant's operation is
+        ``NotFound`` and nothing is reserved or looked up.
+        """
+        return performing.reconcile(
+            self.authority, self._declared, context, operation_id_of(operation)
+        )
 
     def recover(self, *, limit: int = 100) -> RecoveryReport:
         """One recovery pass over every tenant's due lookups (the trusted worker's step)."""
-        return self.service.recovery.run_once(limit=limit)
+        return RecoveryWorker(self.ledger, self._declared.destinations.values()).run_once(
+            limit=limit
+        )
 
     # -- evidence ------------------------------------------------------------------------
 
@@ -325,7 +375,12 @@ class EffectLedger(ActionCatalog):
         :class:`~effectledger.callers.dispatch_tool.DispatchTool` is built on it. Raises
         ``DestinationMismatch`` if no adapter serves that endpoint.
         """
-        return self.service.executor_for(destination)
+        return self._declared.executor_for(destination)
+
+    @property
+    def destinations(self) -> Mapping[DestinationRef, Destination]:
+        """The bound destination adapters, by account and endpoint (read-only)."""
+        return MappingProxyType(self._declared.destinations)
 
     def ping(self) -> int:
         """The store's schema version (0 before migration); ``StorageError`` if it does not answer.
@@ -351,21 +406,3 @@ class EffectLedger(ActionCatalog):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _shown(proposal: ProposalRef, digest: str | None) -> tuple[str, str]:
-    if isinstance(proposal, Proposal):
-        if digest is not None and digest != proposal.digest:
-            raise InvalidInput("the digest given is not the record's")
-        return proposal.proposal_id, proposal.digest
-    if digest is None:
-        raise InvalidInput("a decision by proposal id needs the digest the approver was shown")
-    return proposal, digest
-
-
-def _operation_id(operation: OperationRef) -> str:
-    if isinstance(operation, str):
-        return operation
-    if operation.operation_id is None:
-        raise InvalidInput("this result names no operation: nothing was admitted")
-    return operation.operation_id

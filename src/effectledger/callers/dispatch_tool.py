@@ -7,6 +7,7 @@ rejection leaves the ledger and the destination untouched.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +15,6 @@ from effectledger.app.ledger import EffectLedger
 from effectledger.errors import ToolArgumentsRejected
 from effectledger.model.operations import Context, DispatchResult
 from effectledger.model.operations import validate_identifier as _validate
-from effectledger.workers.executor import Executor
 
 __all__ = ["DispatchTool"]
 
@@ -33,8 +33,8 @@ class DispatchTool:
         "may not have happened and is being checked - do not tell the user it failed."
     )
 
-    def __init__(self, executor: Executor, context: Context, operation_id: str) -> None:
-        self._executor = executor
+    def __init__(self, ledger: EffectLedger, context: Context, operation_id: str) -> None:
+        self._ledger = ledger
         self._context = context
         self._operation_id = _validate(operation_id, "operation_id")
 
@@ -42,9 +42,9 @@ class DispatchTool:
     def for_operation(
         cls, ledger: EffectLedger, context: Context, operation_id: str
     ) -> DispatchTool:
-        """The tool bound to one admitted operation ``context`` may see, through its executor."""
-        operation = ledger.operation(context, operation_id)
-        return cls(ledger.executor_for(operation.destination), context, operation_id)
+        """The tool bound to one admitted operation ``context`` may see (``NotFound`` if none)."""
+        ledger.status(context, operation_id)
+        return cls(ledger, context, operation_id)
 
     @staticmethod
     def json_schema() -> dict[str, Any]:
@@ -65,9 +65,10 @@ class DispatchTool:
     def invoke(self, arguments: Mapping[str, Any] | None = None) -> DispatchResult:
         """Dispatch with the raw argument mapping a framework received from the model."""
         self._check(arguments or {})
-        return self._executor.execute(self._context, self._operation_id)
+        return self._ledger.dispatch(self._context, self._operation_id)
 
     async def invoke_async(self, arguments: Mapping[str, Any] | None = None) -> DispatchResult:
-        """:meth:`invoke` without blocking the event loop."""
+        """:meth:`invoke` in a worker thread; the outcome is recorded even if the caller cancels."""
         self._check(arguments or {})
-        return await self._executor.execute_async(self._context, self._operation_id)
+        call = asyncio.to_thread(self._ledger.dispatch, self._context, self._operation_id)
+        return await asyncio.shield(asyncio.ensure_future(call))

@@ -108,35 +108,35 @@ def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: M
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     app.register(refund_action(orders=orders, destination=destination), receiver)
-    ledger, service = app.ledger, app.service  # the demo shows the layer beneath, step by step
+    ledger = app.ledger
     agent = Context(tenant_id="acme", actor_id="support-agent-7", roles=frozenset({"agent"}))
     reviewer = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
     out.styled(f"[bold]effectledger demo[/bold]: ledger {v(ledger.store.url)}")
     out.styled(f"receiver {v(receiver.path)} (performs, then loses its reply)")
 
     refund = {"order_id": "ord-1001", "amount_minor": 30, "currency": "EUR", "reason": "damaged"}
-    proposal = service.propose(agent, "refund_order", refund)
+    proposal = app.propose(agent, "refund_order", refund)
     out.styled(
         f"1. The agent proposes a refund of 30 EUR minor units on ord-1001: proposal "
         f"{v(out.short(proposal.proposal_id))}, digest {v(out.short(proposal.digest))}"
     )
-    decision = service.registry.get("refund_order").policy.decide(agent, proposal, clock.now())
+    decision = app.registry.get("refund_order").policy.decide(agent, proposal, clock.now())
     out.styled(f"2. Policy {v(decision.policy_version)} says: {v(decision.tier)}")
-    approval = service.approve(reviewer, proposal.proposal_id, digest=proposal.digest)
+    approval = app.approve(reviewer, proposal)
     out.styled(
         f"3. Reviewer rita approves exactly that digest: {v(out.short(approval.approval_id))}"
     )
 
-    edited = service.propose(agent, "refund_order", {**refund, "amount_minor": 35})
-    refused = service.perform(agent, edited.proposal_id, approval_id=approval.approval_id)
+    edited = app.propose(agent, "refund_order", {**refund, "amount_minor": 35})
+    refused = app.perform(agent, edited, approval=approval)
     out.styled(
         f"4. The agent edits the amount to 35 and presents rita's approval: "
         f"[red]{v(refused.outcome)} ({v(refused.reason)})[/red], receiver effects: "
         f"{receiver.counts().effects}"
     )
 
-    first = service.perform(agent, proposal.proposal_id, approval_id=approval.approval_id)
-    usage = service.authority.capacity(agent, "refunds")
+    first = app.perform(agent, proposal, approval=approval)
+    usage = app.capacity(reviewer, "refunds")
     out.styled(
         f"5. The approved refund is admitted and dispatched; the reply is lost: "
         f"[yellow]{v(first.state)}[/yellow] (uncertain: {first.uncertain}); "
@@ -155,16 +155,16 @@ def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: M
         out.styled(f"7. A call that smuggles an amount is refused: [red]{v(exc.code)}[/red]")
 
     clock.advance(ledger.settings.recover_after)
-    reconciled = service.reconcile(agent, operation_id)
-    usage = service.authority.capacity(agent, "refunds")
+    reconciled = app.reconcile(agent, operation_id)
+    usage = app.capacity(reviewer, "refunds")
     out.styled(
         f"8. {int(ledger.settings.recover_after.total_seconds())} s later (demo clock) recovery "
         f"looks up the persisted key: [green]{v(reconciled.state)}[/green], provider reference "
         f"{v(reconciled.provider_reference)}; held {usage.held}, committed {usage.committed}"
     )
 
-    operation = ledger.get(agent, operation_id)
-    consumed = service.authority.approval_consumed_by(agent, approval.approval_id)
+    operation = app.operation(agent, operation_id)
+    consumed = app.authority.approval_consumed_by(agent, approval.approval_id)
     facts = {
         "Proposal": [
             ("proposal", out.short(proposal.proposal_id)),
@@ -190,7 +190,7 @@ def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: M
     }
     for title, rows in facts.items():
         out.table(title, ("field", "value"), rows, header=False, no_wrap=("field",))
-    events = ledger.events(agent, operation_id)
+    events = app.events(reviewer, operation_id)
     verify_chain(events, head=operation.last_event_hash)
     out.table(
         f"Audit trail of {out.short(operation_id)}",

@@ -1,11 +1,11 @@
 """The :class:`Ledger`: the public face of the ledger package, one method per step.
 
-Each public method that writes is one database transaction (DESIGN.md §4): it hands one plain
-function of the package's modules, over a transaction, to the store's ``write``. A transition
-always goes through :func:`~effectledger.ledger.trail.write_transition`, which updates the
-operation under its version (a stale writer changes nothing) and appends exactly one
-hash-linked audit event; if either write fails the transaction rolls back and the operation is
-as it was.
+Each public method that writes is one database transaction (docs/design.md, "Transactions"):
+it hands one plain function of the package's modules, over a transaction, to the store's
+``write``. A transition always goes through
+:func:`~effectledger.ledger.trail.write_transition`, which updates the operation under its
+version (a stale writer changes nothing) and appends exactly one hash-linked audit event; if
+either write fails the transaction rolls back and the operation is as it was.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import effectledger.ledger.corrections as corrections
 import effectledger.ledger.reads as reads
 import effectledger.ledger.reconciliation as reconciliation
 import effectledger.ledger.recording as outcomes
+import effectledger.ledger.review as review
 from effectledger._failpoints import crash_point
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import CommitUncertain
@@ -357,6 +358,12 @@ class Ledger:
         its retries is refused with ``invalid_transition`` (``reason="retry_budget_exhausted"``).
         """
         return reconciliation.authorize_retry(self, context, operation_id, max_retries=max_retries)
+
+    def resolve(
+        self, context: Context, operation_id: str, observation: Observation
+    ) -> DispatchResult:
+        """Settle a MANUAL_REVIEW with what the destination's own records show (its owner)."""
+        return review.resolve(self, context, operation_id, observation)
 
     # -- corrections ---------------------------------------------------------------------
 

@@ -1,0 +1,50 @@
+"""Opening the one object: :func:`connect` chooses the store from a URL and builds the ledger."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from effectledger.app.ledger import EffectLedger
+from effectledger.clock import Clock
+from effectledger.destinations import Destination
+from effectledger.ledger import LedgerSettings
+from effectledger.store import open_store
+
+if TYPE_CHECKING:
+    from effectledger.audit.signers import Signer
+
+__all__ = ["DEFAULT_URL", "URL_VARIABLE", "connect"]
+
+URL_VARIABLE = "EFFECTLEDGER_DB"
+DEFAULT_URL = "sqlite:///effectledger.db"
+
+
+def connect(
+    url: str | None = None,
+    *,
+    migrate: bool = True,
+    clock: Clock | None = None,
+    settings: LedgerSettings | None = None,
+    destinations: Iterable[Destination] = (),
+    signer: Signer | None = None,
+    **store_options: Any,
+) -> EffectLedger:
+    """Open the ledger at ``url`` (else ``$EFFECTLEDGER_DB``, else ``sqlite:///effectledger.db``).
+
+    ``migrate`` brings the schema up to date first (each migration once, even when several
+    processes start together). ``destinations`` binds existing
+    :class:`~effectledger.destinations.Destination` adapters; ``signer`` is the log key for
+    :meth:`EffectLedger.seal` (default: ``$EFFECTLEDGER_LOG_KEY``). Use the result as a context
+    manager to close the store.
+    """
+    chosen = url or os.environ.get(URL_VARIABLE) or DEFAULT_URL
+    store = open_store(chosen, migrate=migrate, **store_options)
+    try:
+        return EffectLedger(
+            store, clock=clock, settings=settings, destinations=destinations, signer=signer
+        )
+    except BaseException:
+        store.close()
+        raise
