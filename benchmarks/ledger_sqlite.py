@@ -50,6 +50,7 @@ from effectledger import (
     Context,
     DestinationRef,
     DispatchResult,
+    EffectLedger,
     OperationState,
     SimulatedReceiver,
 )
@@ -436,7 +437,7 @@ def replay_setup(folder: Path) -> tuple[Callable[[], DispatchResult], Callable[[
     executor = Executor(ledger, receiver)
     if executor.execute(CONTEXT, "op-replay").state is not OperationState.SUCCEEDED:
         raise SystemExit("the replay operation did not succeed")  # pragma: no cover
-    tool = DispatchTool(executor, CONTEXT, "op-replay")
+    tool = DispatchTool(EffectLedger(ledger, destinations=[receiver]), CONTEXT, "op-replay")
     submissions = receiver.counts().submissions
 
     def via_executor() -> DispatchResult:

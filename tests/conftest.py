@@ -170,7 +170,7 @@ def context() -> Context:
 
 
 def reply_command(body: str = "Your refund is on its way.", **extra: object) -> Command:
-    """The article's fixture command: a fixed support reply."""
+    """The reference fixture command: a fixed support reply."""
     return Command(
         action="send_support_reply",
         contract_version="reply-v1",

@@ -3,8 +3,8 @@
 When the environment variable ``EFFECTLEDGER_CRASH_AT`` names a point, the process kills itself
 with SIGKILL on reaching it: no ``finally`` block, no atexit hook, no flushed buffer runs, exactly
 like a power cut of the process. In normal runs the variable is unset and a point costs one
-comparison. The names are those of DESIGN.md §4, and ``export_after_write`` of the evidence
-exporter (after a line is written, before its position is saved).
+comparison. The names are those of docs/design.md, "Transactions", and ``export_after_write`` of
+the evidence exporter (after a line is written, before its position is saved).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The second article's acceptance matrix, through the Python API, from fresh databases each time.
+"""The authority acceptance matrix (docs/design.md, "What the project must prove"), through the
+Python API, from fresh databases each time.
 
 Every scenario checks the returned outcome, the receiver's own effect count, the held and
 committed units, the approval's consumption and the operation rows, not only the message.

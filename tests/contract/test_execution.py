@@ -11,6 +11,7 @@ from effectledger import (
     ConstraintViolation,
     Context,
     DestinationMismatch,
+    EffectLedger,
     InvalidTransition,
     NotFound,
     Observation,
@@ -137,7 +138,7 @@ def test_each_observation_maps_to_its_state(
     state: OperationState,
     event: str,
 ) -> None:
-    """Rejections and unknown outcomes are recorded as the article's table says."""
+    """Rejections and unknown outcomes are recorded as docs/states.md's table says."""
     receiver.submit_mode = mode
     admit(ledger, context, receiver)
     result = Executor(ledger, receiver).execute(context, "op-1")
@@ -363,7 +364,7 @@ def test_tool_rejects_smuggled_arguments_without_effect(
 ) -> None:
     """Identity or business fields passed to the tool are refused and nothing is claimed."""
     admit(ledger, context, receiver)
-    tool = DispatchTool(Executor(ledger, receiver), context, "op-1")
+    tool = DispatchTool(EffectLedger(ledger, destinations=[receiver]), context, "op-1")
     assert tool.json_schema() == {"type": "object", "properties": {}, "additionalProperties": False}
     for smuggled in (
         {"tenant_id": "globex"},

@@ -19,6 +19,7 @@ import pytest
 from effectledger import (
     Context,
     DispatchResult,
+    EffectLedger,
     LedgerSettings,
     ManualClock,
     OperationState,
@@ -48,7 +49,8 @@ def _through_executor(executor: Executor, context: Context) -> Awaitable[Dispatc
 
 
 def _through_tool(executor: Executor, context: Context) -> Awaitable[DispatchResult]:
-    return DispatchTool(executor, context, "op-1").invoke_async()
+    app = EffectLedger(executor.ledger, destinations=[executor.destination])
+    return DispatchTool(app, context, "op-1").invoke_async()
 
 
 @pytest.fixture

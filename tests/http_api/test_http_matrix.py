@@ -1,4 +1,4 @@
-"""The second article's authority matrix through HTTP, compared with the direct Python path.
+"""The authority acceptance matrix through HTTP, compared with the direct Python path.
 
 Each scenario runs twice from fresh databases (a new ledger and a new receiver each time): once
 through :class:`EffectLedger` directly, once through the HTTP API on a real socket. The two

@@ -1,11 +1,9 @@
-"""The house reads top-down, and no module imports itself back.
+"""The house reads top-down: every package has a floor, imports point down, and none loops back.
 
-The layers, from the top: the command line and the callers (function tools, MCP, HTTP), the
-one-object API (``app``), the service with its executor and recovery worker, the authority, the
-ledger, the store; the model, errors, canonical encoding and event format sit beneath them all.
-An import may point down, never up: a lower module that needed a higher one, even inside a
-function, would tie the layers together again. Module-level imports (``TYPE_CHECKING`` blocks
-included, as the issue about ``policy.py`` showed) must also form no cycle.
+The floors are those of docs/design.md ("Layers"). A room is a top-level module or package of
+``effectledger``; an import from a room may name only rooms on lower floors, even inside a
+function (a lower module that needed a higher one would tie the layers together again).
+Module-level imports (``TYPE_CHECKING`` blocks included) must also form no cycle.
 """
 
 from __future__ import annotations
@@ -14,47 +12,34 @@ import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import pytest
-
 import effectledger
 
 PACKAGE = Path(effectledger.__file__).parent
 
-# Each group of modules, and the modules it must never import (prefixes: a package covers its
-# modules). Read top-down: everything above a layer is forbidden to it.
-_CALLERS = ("effectledger.callers", "effectledger.cli")
-_API = ("effectledger.app.ledger", "effectledger.app.aio", *_CALLERS)
-_SERVICE = (
-    "effectledger.app.performing",
-    "effectledger.workers.executor",
-    "effectledger.workers.recovery",
-    *_API,
-)
-_AUTHORITY = ("effectledger.authority", *_SERVICE)
-_LEDGER = ("effectledger.ledger", *_AUTHORITY)
-_STORE = ("effectledger.store", *_LEDGER)
-FORBIDDEN: dict[tuple[str, ...], tuple[str, ...]] = {
-    ("effectledger.callers",): (
-        "effectledger.cli",
-        "effectledger.app.performing",
-        "effectledger.authority",
-    ),
-    ("effectledger.app.ledger", "effectledger.app.aio"): _CALLERS,
-    (
-        "effectledger.app.performing",
-        "effectledger.workers.executor",
-        "effectledger.workers.recovery",
-    ): _API,
-    ("effectledger.authority",): _SERVICE,
-    ("effectledger.ledger",): _AUTHORITY,
-    ("effectledger.store",): _LEDGER,
-    (
-        "effectledger.model.operations",
-        "effectledger.errors",
-        "effectledger.model.canonical",
-        "effectledger.events",
-    ): (*_STORE, "effectledger.audit"),
+FLOORS: dict[str, int] = {
+    "errors": 1,
+    "sql": 1,
+    "clock": 1,
+    "display": 1,
+    "_failpoints": 1,
+    "model": 2,
+    "extras": 2,
+    "store": 3,
+    "events": 3,
+    "destinations": 3,
+    "ledger": 4,
+    "audit": 4,
+    "actions": 4,
+    "receiver": 4,
+    "authority": 5,
+    "workers": 5,
+    "examples": 5,
+    "app": 6,
+    "callers": 7,
+    "cli": 8,
+    "__main__": 9,
 }
+"""Each room's floor, from the ground up (docs/design.md, "Layers")."""
 
 
 def _name(path: Path) -> str:
@@ -142,10 +127,54 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def room(module: str) -> str | None:
+    """The room ``module`` lives in (``None`` for the package's own ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def upward(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
+    """Every import that points to a room on the same floor or above, by importing module."""
+    found: dict[str, list[str]] = {}
+    for module, targets in graph.items():
+        here = room(module)
+        if here is None:
+            continue
+        wrong = sorted(
+            target
+            for target in targets
+            if (there := room(target)) is not None
+            and there != here
+            and FLOORS.get(there, 0) >= FLOORS.get(here, 0)
+        )
+        if wrong:
+            found[module] = wrong
+    return found
+
+
 def test_the_graph_was_read() -> None:
     """The walk found the package and its imports (else the checks below check nothing)."""
     assert {"effectledger.ledger.transactions", "effectledger.store.sqlite"} <= MODULES.keys()
     assert "effectledger.store" in LOADING["effectledger.ledger.transactions"]
+
+
+def test_every_room_has_a_floor() -> None:
+    """A new top-level module or package is given a floor before it lands."""
+    rooms = {room(module) for module in MODULES} - {None}
+    assert rooms - FLOORS.keys() == set()
+    assert FLOORS.keys() - rooms == set()
+
+
+def test_imports_point_down() -> None:
+    """No module imports a room on its own floor or above, not even inside a function."""
+    assert upward(EVERY) == {}
+
+
+def test_the_floor_check_finds_an_upward_import() -> None:
+    """An import from the ledger up into the one-object API is caught."""
+    broken = {name: set(targets) for name, targets in EVERY.items()}
+    broken["effectledger.ledger.reads"].add("effectledger.app.ledger")
+    assert upward(broken) == {"effectledger.ledger.reads": ["effectledger.app.ledger"]}
 
 
 def test_no_module_imports_itself_back() -> None:
@@ -154,18 +183,23 @@ def test_no_module_imports_itself_back() -> None:
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
-    """An import back from the store to the ledger facade (which loads the store) is caught."""
+    """An import back from the store to the ledger (which loads the store) is caught."""
     looped = {name: set(targets) for name, targets in LOADING.items()}
     looped["effectledger.store"].add("effectledger.ledger.transactions")
     assert any("effectledger.store" in group for group in cycles(looped))
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN), ids=lambda layer: layer[0])
-def test_imports_point_down(layer: tuple[str, ...]) -> None:
-    """No module of ``layer`` imports a layer above it, not even inside a function."""
-    upward = {
-        module: sorted(target for target in targets if _within(target, FORBIDDEN[layer]))
+def test_callers_reach_only_the_one_object() -> None:
+    """Callers never open stores, ledgers, authorities or workers themselves."""
+    beneath = (
+        "effectledger.store",
+        "effectledger.ledger",
+        "effectledger.authority",
+        "effectledger.workers",
+    )
+    reached = {
+        module: sorted(t for t in targets if any(t == b or t.startswith(b + ".") for b in beneath))
         for module, targets in EVERY.items()
-        if _within(module, layer)
+        if module.startswith("effectledger.callers")
     }
-    assert {module: targets for module, targets in upward.items() if targets} == {}
+    assert {module: found for module, found in reached.items() if found} == {}

@@ -7,7 +7,7 @@ sentence; any other type is described generically from its recorded fields, and 
 
 The last sentence states where the operation stands as of its latest state-changing event. An
 operation that is IN_PROGRESS, OUTCOME_UNKNOWN or MANUAL_REVIEW is stated as **unresolved**: the
-destination may or may not have performed the effect (DESIGN.md invariant 12).
+destination may or may not have performed the effect (docs/design.md, invariant 12).
 """
 
 from __future__ import annotations

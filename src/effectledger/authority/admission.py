@@ -1,8 +1,8 @@
 """Admission: the one transaction that turns authority into an operation, or refuses it.
 
 Plain functions over an open transaction, called by :meth:`effectledger.authority.Authority.admit`.
-Every total that gates an admission is read and written under one lock (DESIGN.md invariant 15):
-the operation's trail first (so concurrent admissions of one proposal serialize, and the exact
+Every total that gates an admission is read and written under one lock (docs/design.md, invariant
+15): the operation's trail first (so concurrent admissions of one proposal serialize, and the exact
 replay finds the winner's operation), then the action's pre-authorization budget, then the pool's
 capacity, always in that order.
 """

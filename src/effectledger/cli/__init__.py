@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import effectledger
 from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
@@ -47,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="effectledger",
         description="A durable ledger for an AI agent's consequential tool calls.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"effectledger {effectledger.__version__}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:

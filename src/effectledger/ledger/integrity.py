@@ -1,7 +1,7 @@
 """What the executor checks before anything leaves the process: the row against its trail.
 
-The ``operations`` row is a cache of the operation's hash-chained trail (DESIGN.md invariant 13).
-Someone with write access to the database can change a row without the ledger: rewrite the
+The ``operations`` row is a cache of the operation's hash-chained trail (docs/design.md, invariant
+13). Someone with write access to the database can change a row without the ledger: rewrite the
 command and its fingerprint, insert an approval, set a finished operation back to READY. Before
 a claim commits, :func:`check_dispatchable` reads the trail in the claim's own transaction and
 refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless

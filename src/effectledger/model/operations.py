@@ -95,7 +95,8 @@ def from_micros(micros: int) -> datetime:
 
 
 class OperationState(enum.StrEnum):
-    """Where an admitted operation stands; see DESIGN.md §2 for the transitions."""
+    """Where an admitted operation stands; see docs/design.md, "Operation states", and
+    docs/states.md."""
 
     READY = "READY"
     IN_PROGRESS = "IN_PROGRESS"

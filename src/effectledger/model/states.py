@@ -1,6 +1,7 @@
 """The event types of an operation's trail and the state each one leaves the operation in.
 
-The trail is the truth and the ``operations`` row is a cache of it (DESIGN.md invariant 13): the
+The trail is the truth and the ``operations`` row is a cache of it (docs/design.md, invariant 13):
+the
 state an operation is in is the one its chained events imply. :func:`implied_state` folds a trail
 into that state, so the executor can refuse to dispatch an operation whose row was set to READY
 by anything other than the ledger.

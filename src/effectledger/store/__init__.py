@@ -8,6 +8,7 @@ may change lives in :mod:`effectledger.ledger`.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -15,7 +16,15 @@ from typing import Any, Protocol, TypeVar
 from effectledger.errors import InvalidInput
 from effectledger.model.operations import Row
 
-__all__ = ["Row", "Store", "Transaction", "open_store", "redact", "refuse_unstorable_text"]
+__all__ = [
+    "BACKENDS",
+    "Row",
+    "Store",
+    "Transaction",
+    "open_store",
+    "redact",
+    "refuse_unstorable_text",
+]
 
 T = TypeVar("T")
 
@@ -117,6 +126,15 @@ def refuse_unstorable_text(params: Mapping[str, Any]) -> None:
                 raise InvalidInput(f"{name} must not contain lone surrogates", field=name) from None
 
 
+BACKENDS: dict[str, tuple[str, str, str | None]] = {
+    "sqlite": ("effectledger.store.sqlite", "SQLiteStore", None),
+    "postgresql": ("effectledger.store.postgres", "PostgresStore", "postgres"),
+    "postgres": ("effectledger.store.postgres", "PostgresStore", "postgres"),
+}
+"""URL scheme -> (module, store class, extra it needs): a new backend is one line here and
+one module beside this one (CONTRIBUTING.md, "Add a store backend"). Backends load lazily."""
+
+
 def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` and bring its schema up to date.
 
@@ -126,18 +144,19 @@ def open_store(url: str, **options: Any) -> Store:
     ``reason="no_database"``), and a file that is not a ledger database or a schema behind this
     version raises :class:`InvalidInput` (``reason="not_a_database"`` / ``"schema_behind"``).
     """
-    if isinstance(url, str) and url.startswith("sqlite:"):
-        from effectledger.store.sqlite import SQLiteStore
+    if isinstance(url, str):
+        scheme = url.partition(":")[0].lower()
+        backend = BACKENDS.get(scheme)
+        if backend is not None:
+            module_name, class_name, extra = backend
+            if extra is not None:
+                from effectledger.extras import require_extra
 
-        return SQLiteStore.from_url(url, **options)
-    if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
-        from effectledger.extras import require_extra
-
-        require_extra("postgres", "PostgreSQL")
-        from effectledger.store.postgres import PostgresStore
-
-        store: Store = PostgresStore.from_url(url, **options)
-        return store
+                require_extra(extra, class_name.removesuffix("Store"))
+            opened: Store = getattr(importlib.import_module(module_name), class_name).from_url(
+                url, **options
+            )
+            return opened
     if not isinstance(url, str):
         raise InvalidInput("a store URL is text", field="url")
     shown = redact(url)

@@ -71,7 +71,7 @@ class RecoveryWorker:
     ) -> RecoveryReport:
         """One pass over the attempts due now; ``progress(done, total)`` is called per lookup.
 
-        Each adapter's identity is checked first (the first article's order): an adapter that
+        Each adapter's identity is checked first (docs/design.md, invariant 8): an adapter that
         no longer reports the account and endpoint it was registered with reserves nothing and
         writes nothing. Then only attempts sent to this worker's destinations are reserved, in
         one transaction per destination that skips whatever another worker is reserving, so
