@@ -22,13 +22,14 @@ The tools are built on the public API: ``FunctionTools(ledger)`` over the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_core
 
 from effectledger.app.ledger import EffectLedger
+from effectledger.callers.formats import anthropic, format_of, openai_chat, openai_responses
 from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
 from effectledger.callers.tool_definitions import (
     IDENTITY_FIELDS,
@@ -98,20 +99,15 @@ class ToolResult:
 
     def openai_chat_message(self, tool_call_id: str) -> dict[str, Any]:
         """The Chat Completions ``tool`` message answering ``tool_call_id``."""
-        return {"role": "tool", "tool_call_id": tool_call_id, "content": self.text}
+        return openai_chat.answer(self.text, tool_call_id, self.is_error)
 
     def openai_responses_item(self, call_id: str) -> dict[str, Any]:
         """The Responses API ``function_call_output`` input item answering ``call_id``."""
-        return {"type": "function_call_output", "call_id": call_id, "output": self.text}
+        return openai_responses.answer(self.text, call_id, self.is_error)
 
     def anthropic_block(self, tool_use_id: str) -> dict[str, Any]:
         """The Anthropic ``tool_result`` content block answering ``tool_use_id``."""
-        return {
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": self.text,
-            "is_error": self.is_error,
-        }
+        return anthropic.answer(self.text, tool_use_id, self.is_error)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -211,35 +207,6 @@ def _proposal_view(proposal: Proposal) -> dict[str, Any]:
 
 def _status_view(result: DispatchResult) -> dict[str, Any]:
     return {"outcome": "recorded", **result.to_dict()}
-
-
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
-
-
-def _tool_call_parts(tool_call: Any) -> tuple[str, Any, Any, str]:
-    """``(call id, tool name, arguments, framework)`` of a provider's tool call object."""
-    function = _field(tool_call, "function")
-    kind = _field(tool_call, "type")
-    if function is not None:  # the name and arguments are under "function"
-        id_field, named, arguments_field, framework = "id", function, "arguments", "openai-chat"
-    elif kind == "function_call":
-        id_field, named, arguments_field = "call_id", tool_call, "arguments"
-        framework = "openai-responses"
-    elif kind == "tool_use":
-        id_field, named, arguments_field, framework = "id", tool_call, "input", "anthropic"
-    else:
-        raise InvalidInput("not a tool call of a supported format (OpenAI or Anthropic)")
-    call_id = str(_field(tool_call, id_field))
-    return call_id, _field(named, "name"), _field(named, arguments_field), framework
-
-
-# How a tool result is sent back, by the framework its call came from.
-_ANSWER_FORMATS: dict[str, Callable[[ToolResult, str], dict[str, Any]]] = {
-    "openai-chat": ToolResult.openai_chat_message,
-    "openai-responses": ToolResult.openai_responses_item,
-    "anthropic": ToolResult.anthropic_block,
-}
 
 
 class FunctionTools:
@@ -385,11 +352,12 @@ class FunctionTools:
         ``tool_use`` block (``id``, ``name``, ``input``); returns the tool message, the
         ``function_call_output`` item or the ``tool_result`` block to send back.
         """
-        call_id, name, arguments, framework = _tool_call_parts(tool_call)
+        spoken = format_of(tool_call)
+        parts = spoken.parse(tool_call)
         result = self.call(
             context,
-            name,
-            arguments,
-            correlation=Correlation(tool_call_id=call_id[:256], framework=framework),
+            parts.name,
+            parts.arguments,
+            correlation=Correlation(tool_call_id=parts.call_id[:256], framework=spoken.name),
         )
-        return _ANSWER_FORMATS[framework](result, call_id)
+        return spoken.answer(result.text, parts.call_id, result.is_error)

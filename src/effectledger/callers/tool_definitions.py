@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from effectledger.actions.registry import Action, ActionRegistry
+from effectledger.callers.formats import anthropic, openai_chat, openai_responses
 from effectledger.errors import InvalidInput
 
 __all__ = [
@@ -161,39 +162,17 @@ _STATUS = ToolDefinition(
 
 def openai_chat_tools(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
     """The definitions as Chat Completions ``tools`` (``{"type": "function", "function": ...}``)."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": d.name,
-                "description": d.description,
-                "parameters": dict(d.parameters),
-            },
-        }
-        for d in definitions
-    ]
+    return openai_chat.render(definitions)
 
 
 def openai_responses_tools(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
     """The definitions as Responses API function tools (``strict`` off: optional fields stay)."""
-    return [
-        {
-            "type": "function",
-            "name": d.name,
-            "description": d.description,
-            "parameters": dict(d.parameters),
-            "strict": False,
-        }
-        for d in definitions
-    ]
+    return openai_responses.render(definitions)
 
 
 def anthropic_tools(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
     """The definitions as Anthropic Messages API tools (name, description, input_schema)."""
-    return [
-        {"name": d.name, "description": d.description, "input_schema": dict(d.parameters)}
-        for d in definitions
-    ]
+    return anthropic.render(definitions)
 
 
 def definitions_for(registry: ActionRegistry) -> list[ToolDefinition]:
