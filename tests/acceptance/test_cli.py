@@ -153,3 +153,20 @@ def test_importing_the_library_does_not_import_the_command_line() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_the_package_runs_as_a_module_and_says_its_version(tmp_path: Path) -> None:
+    """``python -m effectledger --version`` prints the installed version, as the script does."""
+    import effectledger
+
+    for command in (
+        [sys.executable, "-m", "effectledger"],
+        [str(Path(sys.executable).parent / "effectledger")],
+    ):
+        done = subprocess.run(
+            [*command, "--version"], cwd=tmp_path, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"effectledger {effectledger.__version__}"
+    assert effectledger.__version__[0].isdigit()

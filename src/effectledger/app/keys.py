@@ -27,7 +27,7 @@ from typing import Any
 
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, NotAuthenticated, NotFound
-from effectledger.ledger.rows import optional_time
+from effectledger.ledger.stored import optional_time
 from effectledger.model.operations import (
     Context,
     Row,

@@ -134,17 +134,12 @@ class EffectLedger:
         arguments: type[BaseModel] | None = None,
         **options: Unpack[ActionOptions],
     ) -> Callable[[SubmitFunction], ActionHandle] | ActionHandle:
-        """Declare a consequential action (its options: :class:`~effectledger.actions.functions.
-        ActionOptions`).
+        """Declare a consequential action; ``options`` are :class:`~effectledger.actions.
+        functions.ActionOptions` (capacity, target and version, policy, a proposal's ``ttl``).
 
         With ``account`` and ``endpoint`` it decorates the function that performs the effect
-        (``fn(arguments..., key) -> Observation``); decorate its lookup with
-        ``@handle.lookup``. With ``destination`` (an existing adapter, such as a
-        :class:`~effectledger.SimulatedReceiver`) it returns the handle at once. ``pool`` and
-        ``units`` draw capacity (none unless a pool is named); ``target`` and ``version`` name
-        the resource acted on and read its current version; ``policy`` defaults to approval
-        required for every effect; ``ttl`` bounds how long a proposal may wait (15 minutes
-        unless given; past it the proposal is denied ``expired`` and needs a new one).
+        (``fn(arguments..., key) -> Observation``; decorate its lookup with ``@handle.lookup``).
+        With ``destination`` (an adapter such as a ``SimulatedReceiver``) it returns the handle.
         """
         return self._declared.declare(
             contract=contract,
@@ -368,13 +363,8 @@ class EffectLedger:
     # -- the lower layer and the store ------------------------------------------------
 
     def executor_for(self, destination: DestinationRef) -> Executor:
-        """The lower-layer executor bound to ``destination`` (no I/O: a lookup).
-
-        It dispatches an operation admitted outside ``perform`` (``Ledger.admit`` on an outside
-        decision) with the dispatch-time recheck;
-        :class:`~effectledger.callers.dispatch_tool.DispatchTool` is built on it. Raises
-        ``DestinationMismatch`` if no adapter serves that endpoint.
-        """
+        """The guarded executor bound to ``destination`` (a lookup, no I/O), for executor pools
+        (``run_ready``); ``DestinationMismatch`` if no adapter serves that endpoint."""
         return self._declared.executor_for(destination)
 
     @property
@@ -383,10 +373,8 @@ class EffectLedger:
         return MappingProxyType(self._declared.destinations)
 
     def ping(self) -> int:
-        """The store's schema version (0 before migration); ``StorageError`` if it does not answer.
-
-        What a readiness check asks: one round trip to the store, nothing written.
-        """
+        """The store's schema version (0 before migration), in one round trip, writing nothing;
+        ``StorageError`` if it does not answer (what a readiness check asks)."""
         row = self.store.one("store_ping", {})
         return 0 if row is None or row["schema_version"] is None else int(row["schema_version"])
 

@@ -24,7 +24,7 @@ from effectledger.ledger import (
     lock_trail,
     new_id,
 )
-from effectledger.ledger.rows import approval_from_row, operation_from_row
+from effectledger.ledger.stored import approval_from_row, operation_from_row
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.operations import (
     Command,

@@ -42,7 +42,7 @@ from effectledger.authority.running import (
 from effectledger.authority.writes import write
 from effectledger.errors import AdmissionDenied, InvalidInput, NotFound, TamperedProposal
 from effectledger.ledger import DISPATCH_WORKER, Ledger, replayed_result
-from effectledger.ledger.rows import approval_from_row, proposal_from_row
+from effectledger.ledger.stored import approval_from_row, proposal_from_row
 from effectledger.model.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.model.operations import (
     Context,

@@ -14,7 +14,7 @@ from effectledger.actions.registry import Action
 from effectledger.clock import Clock
 from effectledger.errors import InvalidInput, NotFound, OperationIdTaken
 from effectledger.ledger import Ledger, append_event, lock_trail, new_id, validate_operation_id
-from effectledger.ledger.rows import proposal_from_row
+from effectledger.ledger.stored import proposal_from_row
 from effectledger.model.authority import Correlation, Proposal, proposal_digest_body
 from effectledger.model.canonical import canonical_bytes, digest
 from effectledger.model.operations import Context, to_micros, validate_identifier

@@ -17,8 +17,8 @@ from effectledger.errors import (
     OperationIdTaken,
 )
 from effectledger.events.chain import GENESIS_HASH
-from effectledger.ledger.rows import operation_from_row
 from effectledger.ledger.settings import LedgerParts
+from effectledger.ledger.stored import operation_from_row
 from effectledger.ledger.trail import (
     key,
     lock_trail,

@@ -21,8 +21,8 @@ from effectledger.errors import (
     TamperedCommand,
 )
 from effectledger.ledger.integrity import authorized_command, check_dispatchable
-from effectledger.ledger.rows import result_from_row
 from effectledger.ledger.settings import LedgerParts, micros
+from effectledger.ledger.stored import result_from_row
 from effectledger.ledger.trail import key, new_id, now_us, write_transition
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.canonical import COMMAND_VERSION, digest_bytes

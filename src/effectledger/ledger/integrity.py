@@ -30,7 +30,7 @@ from typing import Any
 
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
 from effectledger.events.chain import verify_stored_chain
-from effectledger.ledger.rows import command_from_row, proposal_from_row
+from effectledger.ledger.stored import command_from_row, proposal_from_row
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes
 from effectledger.model.operations import Command, OperationState, Row

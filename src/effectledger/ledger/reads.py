@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from effectledger.errors import NotFound
 from effectledger.events.record import event_from_row
-from effectledger.ledger.rows import attempt_from_row, operation_from_row, result_from_row
+from effectledger.ledger.stored import attempt_from_row, operation_from_row, result_from_row
 from effectledger.ledger.trail import key
 from effectledger.ledger.validation import checked_context
 from effectledger.model.operations import (

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from effectledger._failpoints import crash_point
 from effectledger.errors import CommitUncertain, InvalidTransition, NotFound
-from effectledger.ledger.rows import attempt_from_row, result_from_row
 from effectledger.ledger.settings import DueWork, LedgerParts, LedgerSettings, micros
+from effectledger.ledger.stored import attempt_from_row, result_from_row
 from effectledger.ledger.trail import key, now_us, write_transition
 from effectledger.ledger.uncertain_commit import landed
 from effectledger.model.operations import (

@@ -16,8 +16,8 @@ from typing import Any
 from effectledger._failpoints import crash_point
 from effectledger.errors import CommitUncertain, ConcurrentModification, NotFound
 from effectledger.ledger.evidence import store_evidence
-from effectledger.ledger.rows import result_from_row
 from effectledger.ledger.settings import LedgerParts
+from effectledger.ledger.stored import result_from_row
 from effectledger.ledger.trail import key, now_us, write_transition
 from effectledger.ledger.uncertain_commit import landed
 from effectledger.ledger.validation import unrecordable
