@@ -48,6 +48,7 @@ def test_demo_tells_the_lost_reply_story(tmp_path: Path) -> None:
     assert receiver.counts().effects == 1
 
 
+@pytest.mark.slow
 def test_status_audit_and_recover_on_a_real_store(tmp_path: Path) -> None:
     """status shows uncertainty, recover --once resolves it, audit trail verifies the chain."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
@@ -83,6 +84,7 @@ def test_status_audit_and_recover_on_a_real_store(tmp_path: Path) -> None:
     assert receiver.counts().effects == 1
 
 
+@pytest.mark.slow
 def test_errors_print_their_code_and_exit_1(tmp_path: Path) -> None:
     """An unknown operation or a bad store URL prints the stable code and exits 1."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"

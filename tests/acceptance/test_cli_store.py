@@ -30,6 +30,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_migrate_command_applies_each_migration_once(store_url: str) -> None:
     """`effectledger migrate` creates the schema, and a second run finds nothing to apply."""
     first = _cli("migrate", "--db", store_url)
@@ -45,6 +46,7 @@ def test_migrate_command_applies_each_migration_once(store_url: str) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_status_command_reads_the_store_named_by_db(
     store_url: str, ledger: Ledger, receiver: SimulatedReceiver, context: Context
 ) -> None:

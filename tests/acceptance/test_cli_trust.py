@@ -177,6 +177,7 @@ def test_recover_refuses_a_receiver_that_is_not_one_and_changes_nothing(
     assert SimulatedReceiver(tmp_path / "receiver.db").counts().lookups == 0
 
 
+@pytest.mark.slow
 def test_bad_input_prints_a_coded_line_and_never_a_traceback(tmp_path: Path) -> None:
     """A bad busy_timeout_ms, binary --checkpoint and --key-file, demo --dir on a file and a
     negative --interval each exit 1 with one unwrapped `error [code]:` line and create nothing."""
@@ -260,6 +261,7 @@ def test_printable_escapes_controls_and_lone_surrogates() -> None:
     assert escaped == "ok é ✓ \\x1b[31m\\x07\\x7f\\x85\\udc80"
 
 
+@pytest.mark.slow
 def test_tables_fit_80_columns_with_short_ids_and_full_values_on_request(
     tmp_path: Path,
 ) -> None:
@@ -292,6 +294,7 @@ def test_tables_fit_80_columns_with_short_ids_and_full_values_on_request(
     )
 
 
+@pytest.mark.slow
 def test_seal_after_the_demo_reports_the_real_wait(tmp_path: Path) -> None:
     """The demo's events are stamped in the recent past, so sealing them right after reports a
     wait of about a recovery interval, not months."""

@@ -178,6 +178,7 @@ def sealers(store_url: str) -> Iterator[threading.Event]:
     assert failures == []
 
 
+@pytest.mark.slow
 def test_sealers_looping_beside_a_writer_never_hold_up_its_result_writes(
     sealers: threading.Event,
     store_url: str,

@@ -114,6 +114,7 @@ def test_a_record_blocked_past_its_budget_fails_in_time_and_stays_recoverable(
     assert (counts.submissions, counts.effects) == (1, 1)
 
 
+@pytest.mark.slow
 def test_the_budget_ends_with_its_write(
     store: Store,
     store_url: str,

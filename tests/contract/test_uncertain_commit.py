@@ -154,6 +154,7 @@ def test_pool_claim_with_lost_reply_is_verified_then_submitted_once(
     assert _attempts(direct_store, context, "op-1") == 1
 
 
+@pytest.mark.slow
 def test_unverifiable_claim_raises_and_submits_nothing(
     proxied_ledger: Ledger,
     proxy: CuttingProxy,

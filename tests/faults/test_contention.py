@@ -247,6 +247,7 @@ def test_admissions_racing_from_processes_resolve_to_one_row_each(
                     assert answer == ("conflict", "admission_conflict")
 
 
+@pytest.mark.slow
 def test_connections_opening_a_new_ledger_file_at_once_all_succeed(tmp_path: Path) -> None:
     """Eight stores opened at once on a brand-new file all open it; none reports it busy."""
 

@@ -39,6 +39,7 @@ def created_token(output: str) -> tuple[str, str]:
     return lines["key id"].strip(), lines["token"].strip()
 
 
+@pytest.mark.slow
 def test_keys_create_list_revoke(store_url: str) -> None:
     """A created key is printed once, listed without its secret, and listed revoked after revoke."""
     made = cli(
@@ -70,6 +71,7 @@ def test_keys_create_list_revoke(store_url: str) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_reading_commands_never_create_a_database(tmp_path: Path) -> None:
     """``keys list`` and ``keys revoke`` on a missing ledger fail (not_found), creating nothing."""
     missing = tmp_path / "absent" / "ledger.db"
@@ -164,6 +166,7 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
     assert raw_sql(store_url, "SELECT count(*) FROM proposals") == [(1,)]
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_service_it_cannot_load(tmp_path: Path) -> None:
     """``serve`` with a factory that does not exist exits 1 with invalid_input, serving nothing.
 

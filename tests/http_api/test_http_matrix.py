@@ -386,6 +386,7 @@ def fresh_url(backend: str, tmp_path: Path) -> Iterator[Callable[[str], str]]:
             drop_postgres_schema(postgres_schema(path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_http_matches_the_direct_path(
     scenario: str, fresh_url: Callable[[str], str], tmp_path: Path

@@ -51,6 +51,7 @@ def fuzzed(api: HttpWorld) -> tuple[HttpWorld, str]:
     return api, token
 
 
+@pytest.mark.slow
 def test_no_input_makes_a_server_error(fuzzed: tuple[HttpWorld, str]) -> None:
     """Whatever the input, the API answers below 500, and every error carries a stable code."""
     api, token = fuzzed

@@ -195,6 +195,7 @@ def test_throttled_submission_is_retryable_and_performs_nothing(
     target.close()
 
 
+@pytest.mark.slow
 def test_key_still_in_flight_is_unknown(
     ledger: Ledger, context: Context, served: RunningReceiver
 ) -> None:

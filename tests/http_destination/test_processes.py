@@ -10,6 +10,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from effectledger import Context, ManualClock, OperationState
 from effectledger.ledger import Ledger
 from effectledger.model.operations import Outcome
@@ -84,6 +86,7 @@ def test_sixteen_threads_sending_one_key_get_one_effect_and_one_reference(
     target.close()
 
 
+@pytest.mark.slow
 def test_four_processes_executing_one_operation_make_one_effect(
     ledger: Ledger, context: Context, served: RunningReceiver, store_url: str
 ) -> None:
@@ -109,6 +112,7 @@ def test_four_processes_executing_one_operation_make_one_effect(
     target.close()
 
 
+@pytest.mark.slow
 def test_four_processes_sending_one_key_get_one_effect(served: RunningReceiver) -> None:
     """Four client processes sending the same request under one key at once leave one effect
     at the receiver and all see the same reference."""

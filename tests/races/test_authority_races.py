@@ -108,6 +108,7 @@ def spawn_performs(
 # -- totals that gate admission --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_a_preauthorized_budget_is_never_overspent(
     mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
@@ -129,6 +130,7 @@ def test_a_preauthorized_budget_is_never_overspent(
     assert effects(tmp_path) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_a_capacity_limit_is_never_overspent(
     mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
@@ -157,6 +159,7 @@ def test_a_capacity_limit_is_never_overspent(
 # -- one proposal, many callers -------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_one_proposal_with_many_approvals_spends_exactly_one(
     mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
@@ -184,6 +187,7 @@ def test_one_proposal_with_many_approvals_spends_exactly_one(
     verify_chain(service.ledger.events(AGENT, proposal.operation_id))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_exact_replays_report_one_performance_and_no_denial(
     mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
@@ -209,6 +213,7 @@ def test_exact_replays_report_one_performance_and_no_denial(
     assert effects(tmp_path) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_approvers_deciding_at_once_are_all_recorded(
     mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path
@@ -236,6 +241,7 @@ def test_approvers_deciding_at_once_are_all_recorded(
     assert [e.event_type for e in trail].count("ApprovalGranted") == THREADS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_the_proposer_racing_denied_callers_performs_truthfully(
     mode: str, services: Callable[[str], EffectLedger], store_url: str, tmp_path: Path

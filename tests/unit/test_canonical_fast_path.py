@@ -58,6 +58,7 @@ def fast(value: Any, version: int = 2) -> tuple[str, object]:
         return ("refused", exc.message)
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(values)
 def test_canonical_bytes_equal_the_reference_encoding(value: Any) -> None:

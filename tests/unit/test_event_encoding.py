@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +48,7 @@ def _body(actor: str, attempt_id: str | None, details: dict[str, Any]) -> dict[s
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(actor=texts, attempt_id=st.none() | texts, details=st.dictionaries(keys, values))
 def test_one_encoding_gives_the_hash_and_the_details_text(

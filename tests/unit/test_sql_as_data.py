@@ -26,6 +26,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
+@pytest.mark.slow
 def test_no_python_module_spells_a_sql_statement() -> None:
     """Every string constant that starts like a statement would be SQL built in Python."""
     offenders: list[str] = []

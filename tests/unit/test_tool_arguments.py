@@ -74,6 +74,7 @@ def object_texts(draw: st.DrawFn) -> str:
     return "{" + body + "}"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(object_texts())
 def test_the_fast_parse_answers_as_the_exact_parser(text: str) -> None:
