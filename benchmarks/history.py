@@ -26,10 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.app import ledger_over
-
-from effectledger import Context, DestinationRef, OperationState, SimulatedReceiver
-from effectledger.actions.registry import ActionRegistry
+from effectledger import Context, DestinationRef, EffectLedger, OperationState, SimulatedReceiver
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
@@ -72,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     receiver = SimulatedReceiver(folder / "receiver.db", synchronous="OFF")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     action = refund_action(orders=OrderBook(), destination=destination)
-    service = ledger_over(Ledger(store), ActionRegistry([action]), [receiver])
+    service = EffectLedger(Ledger(store), destinations=[receiver])
+    service.register(action, receiver)
     first: float | None = None
     made = 0
     try:

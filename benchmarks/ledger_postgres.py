@@ -40,16 +40,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
-from tests.support.app import ledger_over
 
 from effectledger import (
     Command,
     Context,
     DestinationRef,
+    EffectLedger,
     OperationState,
     SimulatedReceiver,
 )
-from effectledger.actions import ActionRegistry
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
@@ -115,7 +114,8 @@ def perform_worker(
     receiver = SimulatedReceiver(Path(folder) / f"receiver-{worker}.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     action = refund_action(orders=OrderBook(), destination=destination)
-    service = ledger_over(Ledger(store), ActionRegistry([action]), [receiver])
+    service = EffectLedger(Ledger(store), destinations=[receiver])
+    service.register(action, receiver)
     agent = Context(tenant_id=f"tenant-{worker % 4}", actor_id="agent")
     approver = Context(tenant_id=agent.tenant_id, actor_id="rita", roles=frozenset({"approver"}))
     ready: list[tuple[str, str]] = []

@@ -43,8 +43,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.app import ledger_over
-
 from effectledger import (
     Command,
     Context,
@@ -54,7 +52,6 @@ from effectledger import (
     OperationState,
     SimulatedReceiver,
 )
-from effectledger.actions.registry import ActionRegistry
 from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
@@ -211,7 +208,8 @@ class PerformLifecycle:
             account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
         )
         action = refund_action(orders=OrderBook(), destination=destination)
-        self.service = ledger_over(Ledger(self.store), ActionRegistry([action]), [self.receiver])
+        self.service = EffectLedger(Ledger(self.store), destinations=[self.receiver])
+        self.service.register(action, self.receiver)
         self.ready: dict[int, tuple[str, str]] = {}
 
     def prepare(self, numbers: range) -> None:
