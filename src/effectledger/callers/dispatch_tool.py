@@ -8,7 +8,7 @@ rejection leaves the ledger and the destination untouched.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from effectledger.app.ledger import EffectLedger
@@ -37,14 +37,27 @@ class DispatchTool:
         self._ledger = ledger
         self._context = context
         self._operation_id = _validate(operation_id, "operation_id")
+        # The guarded executor of the operation's destination, found on the first call: a
+        # replay is then the executor's one read, as the tool's own replay always was.
+        self._execute: Callable[[Context, str], DispatchResult] | None = None
 
     @classmethod
     def for_operation(
         cls, ledger: EffectLedger, context: Context, operation_id: str
     ) -> DispatchTool:
         """The tool bound to one admitted operation ``context`` may see (``NotFound`` if none)."""
-        ledger.status(context, operation_id)
-        return cls(ledger, context, operation_id)
+        tool = cls(ledger, context, operation_id)
+        tool._bind()
+        return tool
+
+    def _bind(self) -> Callable[[Context, str], DispatchResult]:
+        if self._execute is None:
+            operation = self._ledger.operation(self._context, self._operation_id)
+            self._execute = self._ledger.executor_for(operation.destination).execute
+        return self._execute
+
+    def _run(self) -> DispatchResult:
+        return self._bind()(self._context, self._operation_id)
 
     @staticmethod
     def json_schema() -> dict[str, Any]:
@@ -65,10 +78,10 @@ class DispatchTool:
     def invoke(self, arguments: Mapping[str, Any] | None = None) -> DispatchResult:
         """Dispatch with the raw argument mapping a framework received from the model."""
         self._check(arguments or {})
-        return self._ledger.dispatch(self._context, self._operation_id)
+        return self._run()
 
     async def invoke_async(self, arguments: Mapping[str, Any] | None = None) -> DispatchResult:
         """:meth:`invoke` in a worker thread; the outcome is recorded even if the caller cancels."""
         self._check(arguments or {})
-        call = asyncio.to_thread(self._ledger.dispatch, self._context, self._operation_id)
+        call = asyncio.to_thread(self._run)
         return await asyncio.shield(asyncio.ensure_future(call))
