@@ -21,6 +21,7 @@ from effectledger import (
     open_store,
 )
 from effectledger.actions import ActionRegistry
+from effectledger.events.authentication import TrailKeys
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.policy import Preauthorization, RulePolicy
 from effectledger.service import EffectService
@@ -47,14 +48,27 @@ def approver(index: int) -> Context:
     return Context(tenant_id="acme", actor_id=f"approver-{index}", roles=frozenset({"approver"}))
 
 
-def build(store_url: str, directory: Path, policy: str = "approval") -> EffectService:
-    """A service over the ledger at ``store_url`` and the receiver file in ``directory``."""
+def build(
+    store_url: str,
+    directory: Path,
+    policy: str = "approval",
+    *,
+    trail_keys: TrailKeys | None = None,
+) -> EffectService:
+    """A service over the ledger at ``store_url`` and the receiver file in ``directory``.
+
+    ``trail_keys``: the keys the ledger authenticates its trail with (none by default).
+    """
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     registry = ActionRegistry(
         [refund_action(orders=OrderBook(), destination=destination, policy=POLICIES[policy])]
     )
-    ledger = Ledger(open_store(store_url), clock=ManualClock(START), settings=LedgerSettings())
+    ledger = Ledger(
+        open_store(store_url),
+        clock=ManualClock(START),
+        settings=LedgerSettings(trail_keys=trail_keys),
+    )
     return EffectService(ledger, registry, [receiver])
 
 

@@ -12,6 +12,7 @@ them.
     ├── InvalidInput                      invalid_input (422)
     │   ├── ToolArgumentsRejected         tool_arguments_rejected (422)
     │   ├── LogKeyInvalid                 log_key_invalid (422)
+    │   ├── TrailKeyInvalid               trail_key_invalid (422)
     │   ├── NoteError                     note_invalid (422), also a ValueError
     │   │     reason: note_malformed, note_unverified, note_bad_signature, key_invalid,
     │   │             checkpoint_malformed, checkpoint_origin_mismatch
@@ -101,6 +102,7 @@ from effectledger.errors.evidence import (
     TamperedCommand,
     TamperedOperation,
     TamperedProposal,
+    TrailKeyInvalid,
 )
 from effectledger.errors.storage import (
     CommitUncertain,
@@ -149,6 +151,7 @@ __all__ = [
     "TamperedOperation",
     "TamperedProposal",
     "ToolArgumentsRejected",
+    "TrailKeyInvalid",
 ]
 
 # The classes live in modules of one theme each; they are public here, and say so when printed,

@@ -123,6 +123,12 @@ class LogKeyInvalid(InvalidInput):
     code = "log_key_invalid"
 
 
+class TrailKeyInvalid(InvalidInput):
+    """A trail key is missing or malformed (the message never contains its secret)."""
+
+    code = "trail_key_invalid"
+
+
 class LogNotSealed(Conflict):
     """The tenant's signed log does not cover this yet: seal it, then ask again."""
 

@@ -35,10 +35,10 @@ WITH inserted AS (
 ), logged AS (
     INSERT INTO audit_events (
         event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-        evidence_reference, details_json, observation_id, prev_hash, event_hash
+        evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
     )
     SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(sequence)s, %(actor)s, %(event_type)s,
-           %(recorded_us)s, %(evidence_reference)s, %(details_json)s, %(observation_id)s, %(prev_hash)s, %(event_hash)s
+           %(recorded_us)s, %(evidence_reference)s, %(details_json)s, %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
     FROM inserted
 )
 SELECT * FROM inserted;
@@ -107,11 +107,11 @@ WITH moved AS (
 )
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequence)s,
        %(actor)s, %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
-       %(observation_id)s, %(prev_hash)s, %(event_hash)s
+       %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
 FROM moved;
 
 -- name: operation_step_observed
@@ -144,11 +144,11 @@ WITH observed AS (
 )
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequence)s,
        %(actor)s, %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
-       %(observation_id)s, %(prev_hash)s, %(event_hash)s
+       %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
 FROM moved;
 
 -- name: operations_list
@@ -218,11 +218,11 @@ FOR UPDATE OF a, o SKIP LOCKED;
 -- name: event_insert
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 ) VALUES (
     %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(sequence)s, %(actor)s,
     %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
-    %(observation_id)s, %(prev_hash)s, %(event_hash)s
+    %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
 );
 
 -- name: events_for_operation

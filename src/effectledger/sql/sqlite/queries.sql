@@ -30,10 +30,10 @@ ON CONFLICT (tenant_id, operation_id) DO NOTHING
 RETURNING *;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :sequence, :actor, :event_type,
-       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 WHERE changes() = 1;
 
 -- name: operation_get
@@ -92,10 +92,10 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :ver
   AND event_sequence = :sequence;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor, :event_type,
-       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 WHERE changes() = 1;
 
 -- name: operation_step_observed
@@ -123,10 +123,10 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :ver
   AND event_sequence = :sequence;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor, :event_type,
-       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 WHERE changes() = 1;
 
 -- name: operations_list
@@ -193,10 +193,10 @@ LIMIT :limit;
 -- name: event_insert
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 ) VALUES (
     :event_id, :tenant_id, :operation_id, :attempt_id, :sequence, :actor, :event_type,
-    :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+    :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 );
 
 -- name: events_for_operation
