@@ -10,24 +10,18 @@ own record shows no effect.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from effectledger import OperationState, SimulatedReceiver, TamperedOperation
-from effectledger.canonical import COMMAND_VERSION, canonical_bytes, digest, digest_bytes
+from effectledger import OperationState, TamperedOperation
 from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
-from effectledger.events.record import body_from_row, entry_bytes, hash_of_entry
-from effectledger.proposals import proposal_from_row
 from effectledger.service import EffectService
 from tests.conftest import count_rows, drop_trigger, run_sql
+from tests.races.forgery import FORGED_AMOUNT, admitted, forge, receiver
 from tests.races.world import AGENT, REFUND_30, approver, build, close
 
-FORGED_AMOUNT = 500_000
 KEY = TrailKey.from_key_string(new_trail_key("trail-1"))
 
 
@@ -49,90 +43,12 @@ def keyless(store_url: str, tmp_path: Path) -> Iterator[EffectService]:
     yield from _service(store_url, tmp_path, None)
 
 
-def receiver(service: EffectService) -> SimulatedReceiver:
-    (destination,) = service.destinations.values()
-    assert isinstance(destination, SimulatedReceiver)
-    return destination
-
-
-def admitted(service: EffectService) -> tuple[str, str]:
-    """An approved refund of 30 admitted but not dispatched: (proposal id, operation id)."""
-    proposal = service.propose(AGENT, "refund_order", REFUND_30)
-    approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
-    operation = service.authority.admit(
-        AGENT, proposal.proposal_id, approval_id=approval.approval_id
-    )
-    assert operation.state is OperationState.READY
-    return proposal.proposal_id, operation.operation_id
-
-
-def _events(service: EffectService, operation_id: str) -> list[dict[str, Any]]:
-    trail = {"tenant_id": "acme", "operation_id": operation_id}
-    rows = service.ledger.store.read(lambda tx: tx.all("events_for_operation", trail))
-    return [dict(row) for row in rows]
-
-
-def forge(service: EffectService, store_url: str, proposal_id: str, operation_id: str) -> None:
-    """Rewrite the admitted refund to FORGED_AMOUNT everywhere, recomputing every hash."""
-    for table in ("proposals", "approvals", "audit_events"):
-        drop_trigger(store_url, table, f"{table}_no_update")
-    store = service.ledger.store
-    stored = store.one("proposal_get", {"tenant_id": "acme", "proposal_id": proposal_id})
-    assert stored is not None
-    genuine = proposal_from_row(stored)
-    arguments = {**genuine.arguments, "amount_minor": FORGED_AMOUNT}
-    forged = dataclasses.replace(genuine, arguments=arguments, units=FORGED_AMOUNT)
-    new_digest = digest("proposal", forged.digest_body())
-    run_sql(
-        store_url,
-        "UPDATE proposals SET arguments_json = ?, units = ?, digest = ? WHERE proposal_id = ?",
-        (json.dumps(arguments), FORGED_AMOUNT, new_digest, proposal_id),
-    )
-    run_sql(
-        store_url,
-        "UPDATE approvals SET digest = ? WHERE proposal_id = ?",
-        (new_digest, proposal_id),
-    )
-    row = store.one("operation_get", {"tenant_id": "acme", "operation_id": operation_id})
-    assert row is not None
-    command = json.loads(row["command_json"])
-    command["arguments"]["amount_minor"] = FORGED_AMOUNT
-    command_bytes = canonical_bytes(command, version=COMMAND_VERSION)
-    fingerprint = digest_bytes("command", command_bytes, version=COMMAND_VERSION)
-    run_sql(
-        store_url,
-        "UPDATE operations SET command_json = ?, fingerprint = ?, units = ? WHERE operation_id = ?",
-        (command_bytes.decode(), fingerprint, FORGED_AMOUNT, operation_id),
-    )
-    previous = "0" * 64
-    for event in _events(service, operation_id):
-        details = (
-            event["details_json"]
-            .replace(genuine.digest, new_digest)
-            .replace(row["fingerprint"], fingerprint)
-            .replace('"units":30', f'"units":{FORGED_AMOUNT}')
-        )
-        event.update(details_json=details, prev_hash=previous)
-        previous = hash_of_entry(entry_bytes(body_from_row(event)))
-        run_sql(
-            store_url,
-            "UPDATE audit_events SET details_json = ?, prev_hash = ?, event_hash = ? "
-            "WHERE event_id = ?",
-            (details, event["prev_hash"], previous, event["event_id"]),
-        )
-    run_sql(
-        store_url,
-        "UPDATE operations SET last_event_hash = ? WHERE operation_id = ?",
-        (previous, operation_id),
-    )
-
-
 def test_without_a_trail_key_the_complete_forgery_is_dispatched(
     keyless: EffectService, store_url: str
 ) -> None:
     """A keyless ledger cannot tell the forgery from genuine work: the receiver gets 500,000."""
     proposal_id, operation_id = admitted(keyless)
-    forge(keyless, store_url, proposal_id, operation_id)
+    forge(keyless, store_url, proposal_id)
     done = keyless.executor_for(next(iter(keyless.destinations))).execute(AGENT, operation_id)
     assert done.state is OperationState.SUCCEEDED
     (operation,) = run_sql(
@@ -148,7 +64,7 @@ def test_with_a_trail_key_the_forgery_is_refused_and_nothing_is_sent(
 ) -> None:
     """The same forgery on a keyed ledger is ``tampered_operation``: no attempt, no effect."""
     proposal_id, operation_id = admitted(keyed)
-    forge(keyed, store_url, proposal_id, operation_id)
+    forge(keyed, store_url, proposal_id)
     executor = keyed.executor_for(next(iter(keyed.destinations)))
     with pytest.raises(TamperedOperation) as refused:
         executor.execute(AGENT, operation_id)
@@ -163,11 +79,10 @@ def test_with_a_trail_key_the_forgery_is_refused_and_nothing_is_sent(
 def test_a_forged_proposal_performed_from_scratch_is_refused(
     keyed: EffectService, store_url: str
 ) -> None:
-    """Forged before admission, the proposal's perform is refused and the receiver sees nothing."""
+    """Forged before admission, the approved proposal's perform is refused: no effect."""
     proposal = keyed.propose(AGENT, "refund_order", REFUND_30)
     approval = keyed.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
-    operation = keyed.authority.admit(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
-    forge(keyed, store_url, proposal.proposal_id, operation.operation_id)
+    forge(keyed, store_url, proposal.proposal_id)
     with pytest.raises(TamperedOperation) as refused:
         keyed.perform(AGENT, proposal.proposal_id, approval_id=approval.approval_id)
     assert refused.value.details["reason"] == "trail_not_authentic"

@@ -10,7 +10,8 @@ tenant:
 2. opens the latest stored checkpoint with its own key and checks that the stored frontier
    reproduces it;
 3. takes pending events in commit order, recomputes each event's hash and its link to the
-   previous event of its operation (refusing to seal an edited or orphaned event), appends their
+   previous event of its operation (refusing to seal an edited or orphaned event, or one that
+   follows a sealed event changed since it was sealed), appends their
    leaves, and **proves** the new tree consistent with the latest checkpoint before signing;
 4. stores the entries, the signed checkpoint (with its consistency proof) and the new head.
 
@@ -42,7 +43,7 @@ from effectledger.audit.signers import Signer
 from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, LogKeyInvalid, ProofError
-from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.chain import GENESIS_HASH, sealed_edit
 from effectledger.events.record import canonical_entry, leaf_of_entry
 from effectledger.model import from_micros, to_micros, validate_identifier
 from effectledger.store import Row, Store, Transaction
@@ -241,7 +242,7 @@ class LogSealer:
             expected = previous[1]
         else:
             before = tx.one(
-                "event_at_sequence",
+                "event_sealed_at_sequence",
                 {
                     "tenant_id": row["tenant_id"],
                     "operation_id": row["operation_id"],
@@ -254,6 +255,14 @@ class LogSealer:
                     f"{row['operation_id']}, which is missing",
                     "event_deleted",
                     **where,
+                )
+            if sealed_edit([before]) is not None:
+                raise refuse(
+                    f"event {before['event_id']} of operation {row['operation_id']} was changed "
+                    "after the log sealed it; nothing more of this log is sealed",
+                    "event_edited",
+                    event_id=before["event_id"],
+                    operation_id=row["operation_id"],
                 )
             expected = before["event_hash"]
         if row["prev_hash"] != expected:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import hashlib
 import hmac
 import os
 import re
@@ -94,8 +96,15 @@ class TrailKey:
 
     def tag(self, event_hash: str) -> str:
         """The trail tag of the event whose hash string is ``event_hash``."""
-        mac = hmac.digest(self.secret, _DOMAIN + event_hash.encode(), "sha256")
-        return f"{TAG_VERSION}:{self.key_id}:{mac.hex()}"
+        mac = _keyed(self.secret).copy()  # the keyed state is computed once per key
+        mac.update(event_hash.encode())
+        return f"{TAG_VERSION}:{self.key_id}:{mac.hexdigest()}"
+
+
+@functools.lru_cache(maxsize=16)
+def _keyed(secret: bytes) -> hmac.HMAC:
+    """HMAC-SHA256 under ``secret``, already fed the domain prefix (copied for each tag)."""
+    return hmac.new(secret, _DOMAIN, hashlib.sha256)
 
 
 def new_trail_key(key_id: str = "trail-1") -> str:

@@ -7,6 +7,7 @@ a claim commits, :func:`check_dispatchable` reads the trail in the claim's own t
 refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless
 
 - the trail is an unbroken hash chain that contains the row's latest event;
+- every event the log has sealed still gives its sealed leaf (sealed is final);
 - when the ledger holds trail keys, every event of the trail carries a trail tag that one of
   them computed for that event (:mod:`effectledger.events.authentication`): an administrator
   who rewrites events and recomputes their hashes cannot recompute the tags;
@@ -34,7 +35,7 @@ from typing import Any
 from effectledger.canonical import COMMAND_VERSION, canonical_bytes
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
 from effectledger.events.authentication import TrailKeys
-from effectledger.events.chain import verify_stored_chain
+from effectledger.events.chain import sealed_edit, verify_stored_chain
 from effectledger.model import Command, OperationState
 from effectledger.proposals import Approval, Proposal, proposal_from_row
 from effectledger.rows import command_from_row
@@ -81,6 +82,13 @@ def check_dispatchable(
         verify_stored_chain(events)
     except ChainBreak as exc:
         raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
+    edited = sealed_edit(events)
+    if edited is not None:
+        raise _refuse(
+            row,
+            "sealed_event_edited",
+            f"event {edited['sequence']} of its trail was changed after the log sealed it",
+        )
     sequence = int(row["event_sequence"])
     if (
         not 0 < sequence <= len(events)

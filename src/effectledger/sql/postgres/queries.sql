@@ -226,8 +226,13 @@ INSERT INTO audit_events (
 );
 
 -- name: events_for_operation
-SELECT * FROM audit_events WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
-ORDER BY sequence;
+-- An operation's events in sequence order, each with the leaf the log sealed it as (sealed_leaf,
+-- NULL while it waits for the sealer): a sealed event is compared with its leaf, not trusted.
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = %(tenant_id)s AND e.operation_id = %(operation_id)s
+ORDER BY e.sequence;
 
 -- name: event_head
 SELECT sequence, event_hash FROM audit_events
@@ -385,6 +390,14 @@ WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND event_id
 -- name: event_at_sequence
 SELECT * FROM audit_events
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND sequence = %(sequence)s;
+
+-- name: event_sealed_at_sequence
+-- One event of an operation, with the leaf the log sealed it as (NULL while it is pending).
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = %(tenant_id)s AND e.operation_id = %(operation_id)s
+  AND e.sequence = %(sequence)s;
 
 -- name: log_head_ensure
 INSERT INTO log_heads (tenant_id, size, root_hash, frontier, checkpoint_seq, updated_us)

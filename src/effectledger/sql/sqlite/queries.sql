@@ -200,8 +200,13 @@ INSERT INTO audit_events (
 );
 
 -- name: events_for_operation
-SELECT * FROM audit_events WHERE tenant_id = :tenant_id AND operation_id = :operation_id
-ORDER BY sequence;
+-- An operation's events in sequence order, each with the leaf the log sealed it as (sealed_leaf,
+-- NULL while it waits for the sealer): a sealed event is compared with its leaf, not trusted.
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = :tenant_id AND e.operation_id = :operation_id
+ORDER BY e.sequence;
 
 -- name: event_head
 SELECT sequence, event_hash FROM audit_events
@@ -355,6 +360,14 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND event_id = :ev
 -- name: event_at_sequence
 SELECT * FROM audit_events
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND sequence = :sequence;
+
+-- name: event_sealed_at_sequence
+-- One event of an operation, with the leaf the log sealed it as (NULL while it is pending).
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = :tenant_id AND e.operation_id = :operation_id
+  AND e.sequence = :sequence;
 
 -- name: log_head_ensure
 INSERT INTO log_heads (tenant_id, size, root_hash, frontier, checkpoint_seq, updated_us)
