@@ -37,6 +37,8 @@ from effectledger.audit.log_head import (
     store_checkpoint,
     stored_checkpoint,
 )
+from effectledger.audit.memory import Remembered, SealerMemory
+from effectledger.audit.merkle import EMPTY_ROOT
 from effectledger.audit.proofs import verify_consistency
 from effectledger.audit.rotation import rotate
 from effectledger.audit.signers import Signer
@@ -75,7 +77,13 @@ class SealReport:
 
 
 class LogSealer:
-    """Seals the audit events of a store into per-tenant Merkle logs signed with ``signer``."""
+    """Seals the audit events of a store into per-tenant Merkle logs signed with ``signer``.
+
+    ``memory``: where the sealer keeps the last tree it signed per log, outside the database
+    (:mod:`effectledger.audit.memory`); with it, a log that is not a consistent extension of
+    that tree (emptied, rolled back, forked) stops the sealer before any signature. Without it
+    the sealer trusts the database's own latest checkpoint.
+    """
 
     def __init__(
         self,
@@ -84,9 +92,11 @@ class LogSealer:
         *,
         clock: Clock | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        memory: SealerMemory | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
+        self.memory = memory
         self.store = store
         self.signer = signer
         self.clock: Clock = clock or SystemClock()
@@ -140,14 +150,14 @@ class LogSealer:
             if not self.pending(tenant_id)[0]:
                 # Nothing to seal: check the head against its checkpoint without taking the
                 # write lock, so sealers looping over an idle log never hold up a writer.
-                head = self.store.read(
-                    partial(checked_head, tenant_id=tenant_id, signer=self.signer)
-                )
+                head = self.store.read(partial(self._checked_head, tenant_id=tenant_id))
                 break
             started = time.monotonic()
             result = self.store.write(lambda tx: self._seal_batch(tx, tenant_id), label="seal")
             held = time.monotonic() - started
             head = result[0]
+            if self.memory is not None and result[1]:
+                self.memory.commit(origin_for(tenant_id), int(head["size"]), head["root_hash"])
             if result[1] == 0:
                 break
             sealed += result[1]
@@ -172,9 +182,29 @@ class LogSealer:
         """:meth:`seal` every tenant that has a log or pending events."""
         return [self.seal(tenant_id) for tenant_id in self.tenants()]
 
+    def _checked_head(self, tx: Transaction, tenant_id: str) -> Row:
+        head = checked_head(tx, tenant_id, self.signer)
+        size = int(head["size"])
+        self._remembers(tx, tenant_id, size, head["root_hash"] if size else EMPTY_ROOT.hex())
+        return head
+
+    def _remembers(self, tx: Transaction, tenant_id: str, size: int, root: str) -> None:
+        """Refuse unless the log ``(size, root)`` extends what this sealer last signed."""
+        if self.memory is None:
+            return
+
+        def leaves(count: int) -> list[bytes]:
+            rows = tx.all(
+                "log_entries_from", {"tenant_id": tenant_id, "position": 0, "limit": count}
+            )
+            return [bytes.fromhex(row["leaf_hash"]) for row in rows]
+
+        self.memory.check(origin_for(tenant_id), size, root, leaves)
+
     def _seal_batch(self, tx: Transaction, tenant_id: str) -> tuple[Row, int, timedelta | None]:
         now_us = to_micros(self.clock.now())
         head, frontier = held_head(tx, tenant_id, self.signer, now_us)
+        self._remembers(tx, tenant_id, frontier.size, frontier.root().hex())
         rows = tx.all("log_pending_batch", {"tenant_id": tenant_id, "limit": self.batch_size})
         if not rows:
             return head, 0, None
@@ -207,6 +237,12 @@ class LogSealer:
                 f"the new tree of {tenant_id}'s log is not consistent with its last checkpoint",
                 "checkpoint_inconsistent",
             ) from exc
+        if self.memory is not None:  # before the signature: a lost COMMIT stays explained
+            self.memory.begin(
+                origin_for(tenant_id),
+                Remembered(old.size, old.root().hex()),
+                Remembered(frontier.size, root.hex()),
+            )
         note = sign_checkpoint(
             Checkpoint(origin_for(tenant_id), frontier.size, root), [self.signer]
         )
@@ -214,7 +250,11 @@ class LogSealer:
             tx, head, frontier, previous_size=old.size, proof=proof, note=note, now_us=now_us
         )
         delay = timedelta(microseconds=max(now_us - oldest_us, 0))
-        return {**dict(head), "size": frontier.size, "checkpoint_seq": seq}, len(rows), delay
+        return (
+            {**dict(head), "size": frontier.size, "root_hash": root.hex(), "checkpoint_seq": seq},
+            len(rows),
+            delay,
+        )
 
     def _leaf(self, tx: Transaction, row: Row, last_hash: dict[str, tuple[int, str]]) -> bytes:
         """Recompute one pending event's hash and chain link; return its leaf hash."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from effectledger.audit.export import DEFAULT_EXPORT_BATCH, export_log, prove_events
 from effectledger.audit.keys import KEY_ENV, load_signer, new_key_pair, write_signer_key
+from effectledger.audit.memory import SealerMemory
 from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
 from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
@@ -54,6 +55,12 @@ def register(actions: Commands) -> None:
     add_db(seal)
     seal.add_argument("--tenant", help="seal only this tenant (default: every tenant)")
     _key_file(seal)
+    seal.add_argument(
+        "--memory",
+        type=Path,
+        help="file where the sealer keeps the last tree it signed per log, outside the "
+        "database (kept beside the key): an emptied, rolled-back or forked log is then refused",
+    )
     seal.add_argument(
         "--batch-size",
         type=int,
@@ -160,7 +167,9 @@ def _keygen(args: argparse.Namespace, out: Output) -> int:
 
 def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> LogSealer:
     signer = load_signer(args.key_file)  # a bad key fails before the store is opened
-    return LogSealer(open_existing(args.db), signer, batch_size=batch_size)
+    path = getattr(args, "memory", None)
+    memory = None if path is None else SealerMemory(path)
+    return LogSealer(open_existing(args.db), signer, batch_size=batch_size, memory=memory)
 
 
 def _seal(args: argparse.Namespace, out: Output) -> int:

@@ -41,7 +41,8 @@ them.
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
     │                 checkpoint_inconsistent, checkpoint_deleted, checkpoint_reordered,
     │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
-    │                 event_inserted, operation_deleted, log_root_mismatch
+    │                 event_inserted, operation_deleted, log_root_mismatch, log_emptied,
+    │                 log_rolled_back, log_forked
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)

@@ -74,6 +74,9 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "log_root_mismatch",
         "checkpoint_deleted",
         "checkpoint_reordered",
+        "log_emptied",
+        "log_rolled_back",
+        "log_forked",
     )
 
 
