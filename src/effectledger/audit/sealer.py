@@ -79,6 +79,12 @@ class SealReport:
 class LogSealer:
     """Seals the audit events of a store into per-tenant Merkle logs signed with ``signer``.
 
+    ``min_batch`` / ``max_wait``: the cadence. A checkpoint is written for at least
+    ``min_batch`` waiting events, or for fewer once the oldest has waited ``max_wait``; under a
+    steady load the log then carries one checkpoint per ``min_batch`` events instead of one per
+    pass, which is what a verifier pays a signature for. The defaults (1, none) seal whatever
+    waits.
+
     ``memory``: where the sealer keeps the last tree it signed per log, outside the database
     (:mod:`effectledger.audit.memory`); with it, a log that is not a consistent extension of
     that tree (emptied, rolled back, forked) stops the sealer before any signature. Without it
@@ -93,10 +99,18 @@ class LogSealer:
         clock: Clock | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         memory: SealerMemory | None = None,
+        min_batch: int = 1,
+        max_wait: timedelta | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
+        if not isinstance(min_batch, int) or not 1 <= min_batch <= batch_size:
+            raise InvalidInput("min_batch must be a positive integer, at most batch_size")
+        if max_wait is not None and max_wait < timedelta(0):
+            raise InvalidInput("max_wait must not be negative")
         self.memory = memory
+        self.min_batch = min_batch
+        self.max_wait = max_wait
         self.store = store
         self.signer = signer
         self.clock: Clock = clock or SystemClock()
@@ -147,9 +161,11 @@ class LogSealer:
                 # leaves the lock free at least half the time, so the effect path (a claim, a
                 # result write within its budget) gets in between batches.
                 time.sleep(min(max(held, _SQLITE_MIN_YIELD_S), _SQLITE_MAX_YIELD_S))
-            if not self.pending(tenant_id)[0]:
-                # Nothing to seal: check the head against its checkpoint without taking the
-                # write lock, so sealers looping over an idle log never hold up a writer.
+            waiting, age = self.pending(tenant_id)
+            if not waiting or not self._due(waiting, age):
+                # Nothing to seal (or too few events, too recently: the cadence): check the head
+                # against its checkpoint without taking the write lock, so sealers looping over
+                # an idle log never hold up a writer.
                 head = self.store.read(partial(self._checked_head, tenant_id=tenant_id))
                 break
             started = time.monotonic()
@@ -177,6 +193,16 @@ class LogSealer:
             pending=waiting,
             oldest_pending_age=age,
         )
+
+    def _due(self, waiting: int, age: timedelta | None) -> bool:
+        """Whether ``waiting`` events, the oldest ``age`` old, make a checkpoint now.
+
+        The cadence: at least ``min_batch`` events, or any number once the oldest has waited
+        ``max_wait`` (without ``max_wait``, a smaller batch waits for more events).
+        """
+        if waiting >= self.min_batch:
+            return True
+        return self.max_wait is not None and age is not None and age >= self.max_wait
 
     def seal_all(self) -> list[SealReport]:
         """:meth:`seal` every tenant that has a log or pending events."""

@@ -20,7 +20,10 @@ from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
 from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
 from effectledger.cli.output import Output
 
-__all__ = ["register", "seal_line"]
+__all__ = ["LOOP_MIN_BATCH", "register", "seal_line"]
+
+LOOP_MIN_BATCH = 1000
+"""Events a looping sealer gathers per checkpoint (unless the oldest waited half the delay)."""
 
 
 def _key_file(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +69,12 @@ def register(actions: Commands) -> None:
         type=int,
         default=DEFAULT_BATCH_SIZE,
         help="events per batch and checkpoint (default %(default)s)",
+    )
+    seal.add_argument(
+        "--min-batch",
+        type=int,
+        help="a checkpoint needs at least this many waiting events, unless the oldest has "
+        "waited half the maximum delay (default: 1000 with --loop, else 1)",
     )
     seal.add_argument("--loop", action="store_true", help="keep sealing until interrupted")
     seal.add_argument(
@@ -169,11 +178,25 @@ def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> L
     signer = load_signer(args.key_file)  # a bad key fails before the store is opened
     path = getattr(args, "memory", None)
     memory = None if path is None else SealerMemory(path)
-    return LogSealer(open_existing(args.db), signer, batch_size=batch_size, memory=memory)
+    looping = getattr(args, "loop", False)
+    min_batch = getattr(args, "min_batch", None) or (
+        min(LOOP_MIN_BATCH, batch_size) if looping else 1
+    )
+    max_wait = timedelta(seconds=args.max_delay / 2) if looping else None
+    return LogSealer(
+        open_existing(args.db),
+        signer,
+        batch_size=batch_size,
+        memory=memory,
+        min_batch=min_batch,
+        max_wait=max_wait,
+    )
 
 
 def _seal(args: argparse.Namespace, out: Output) -> int:
     positive(args.batch_size, "--batch-size")
+    if args.min_batch is not None:
+        positive(args.min_batch, "--min-batch")
     if args.loop:
         positive(args.max_delay, "--max-delay")
     sealer = _sealer(args, args.batch_size)
