@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver
+from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver, witness
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
@@ -38,7 +38,15 @@ class CommandGroup(Protocol):
         ...
 
 
-COMMAND_GROUPS: tuple[CommandGroup, ...] = (demo, ledger, audit, receiver, http_api, mcp)
+COMMAND_GROUPS: tuple[CommandGroup, ...] = (
+    demo,
+    ledger,
+    audit,
+    witness,
+    receiver,
+    http_api,
+    mcp,
+)
 """The modules whose ``register`` adds the top-level commands, in help order."""
 
 
