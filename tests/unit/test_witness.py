@@ -147,3 +147,27 @@ def test_witness_key_strings_read_back_and_refuse_log_keys() -> None:
     assert parsed.key_id == cosigner.verifier().key_id
     with pytest.raises(LogKeyInvalid):
         CosignatureVerifier.from_key_string(LOG.verifier().key_string())
+
+
+def test_sixteen_threads_submitting_one_extension_get_one_cosignature(witness: Witness) -> None:
+    """Sixteen racing submissions of the same next checkpoint: one 200, fifteen 409, size once."""
+    import threading
+
+    tree = MerkleTree(leaves(20))
+    assert witness.add_checkpoint(request(0, [], note(tree, 10))).status == 200
+    body = request(10, tree.consistency_proof(10, 20), note(tree, 20))
+    start = threading.Barrier(16)
+    statuses: list[int] = []
+
+    def submit() -> None:
+        start.wait()
+        statuses.append(witness.add_checkpoint(body).status)
+        witness.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200] + [409] * 15
+    assert witness.latest(ORIGIN)[0] == 20  # type: ignore[index]
