@@ -368,3 +368,32 @@ def test_scripts_get_json_from_migrate_recover_and_the_trail(
     assert trail["events"][-1]["event_type"] == "ProviderAcceptanceReconciled"
     assert count_rows(store_url, "operations", "state = 'SUCCEEDED'") == 1
     assert SimulatedReceiver(receiver).counts().effects == 1
+
+
+def test_seal_with_a_memory_refuses_a_log_emptied_behind_its_back(tmp_path: Path) -> None:
+    """``audit seal --memory`` refuses to re-seal a log whose tables were emptied and re-queued."""
+    demo = run_cli("demo", "--dir", str(tmp_path / "demo"), cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    key = _key_file(tmp_path)
+    memory = tmp_path / "sealer-memory.json"
+    database = tmp_path / "demo" / "ledger.db"
+    url = f"sqlite:///{database}"
+    seal = ("audit", "seal", "--db", url, "--key-file", str(key), "--memory", str(memory))
+    assert run_cli(*seal, cwd=tmp_path).returncode == 0
+    with sqlite3.connect(database) as connection:
+        for statement in (
+            "DROP TRIGGER log_entries_no_delete",
+            "DROP TRIGGER log_checkpoints_no_delete",
+            "DELETE FROM log_entries",
+            "DELETE FROM log_checkpoints",
+            "DELETE FROM log_heads",
+            "INSERT INTO log_pending (tenant_id, event_id, recorded_us) "
+            "SELECT tenant_id, event_id, recorded_us FROM audit_events",
+        ):
+            connection.execute(statement)
+    connection.close()
+    refused = run_cli(*seal, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "[audit_verification_failed]" in refused.stderr
+    assert "emptied" in refused.stderr
+    assert count_rows(url, "log_checkpoints") == 0

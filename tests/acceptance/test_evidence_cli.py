@@ -295,3 +295,25 @@ def test_an_empty_bundle_and_an_existing_receipt_are_refused(history: str, tmp_p
     assert cut.returncode == 1
     assert cut.stdout == ""
     assert "error [audit_chain_broken]:" in cut.stderr
+
+
+def test_verify_pinned_to_a_tenant_refuses_another_tenants_genuine_bundle(
+    history: str, tmp_path: Path
+) -> None:
+    """``verify --tenant`` of a genuine bundle of another tenant's log exits 1 (origin mismatch)."""
+    key_file, verifier = _keygen(tmp_path, "log.example")
+    sealed = run_cli("audit", "seal", "--db", history, "--key-file", str(key_file), cwd=tmp_path)
+    assert sealed.returncode == 0, sealed.stderr
+    bundle = tmp_path / "acme.jsonl"
+    exported = run_cli(
+        "audit", "export", "--db", history, "--tenant", "acme", "--out", str(bundle), cwd=tmp_path
+    )
+    assert exported.returncode == 0, exported.stderr
+    verify = ("audit", "verify", "--bundle", str(bundle), "--key", verifier)
+    assert run_cli(*verify, "--tenant", "acme", cwd=tmp_path).returncode == 0
+    assert run_cli(*verify, "--origin", "effectledger/acme", cwd=tmp_path).returncode == 0
+    for pin in (("--tenant", "globex"), ("--origin", "effectledger/globex")):
+        refused = run_cli(*verify, *pin, cwd=tmp_path)
+        assert refused.returncode == 1
+        assert "checkpoint_origin_mismatch" in refused.stdout + refused.stderr
+        assert "not effectledger/globex" in refused.stdout + refused.stderr

@@ -169,7 +169,12 @@ def _v1_event(ledger: Ledger, operation_id: str, sequence: int, prev_hash: str, 
     )
     data = entry_bytes(body, 1)
     details = data[data.index(b',"details":') + 11 : data.rindex(b',"event_id":')]
-    row = {**body, "event_hash": hash_of_entry(data, 1), "details_json": details.decode()}
+    row = {
+        **body,
+        "event_hash": hash_of_entry(data, 1),
+        "details_json": details.decode(),
+        "trail_tag": None,  # written before trail keys
+    }
     ledger.store.write(lambda tx: tx.run("event_insert", row), label="test_v1_event")
     return str(row["event_hash"])
 

@@ -281,7 +281,7 @@ def test_the_database_rejects_an_event_naming_another_operations_attempt(
         raw_sql(
             store_url,
             "INSERT INTO audit_events VALUES ('e-x', 'acme', 'op-2', 'attempt-of-op-1', 9, "
-            "'x', 'Forged', 0, NULL, '{}', NULL, 'h', 'h')",
+            "'x', 'Forged', 0, NULL, '{}', NULL, 'h', 'h', NULL)",
         )
     assert count_rows(store_url, "audit_events", "event_type = 'Forged'") == 0
 

@@ -38,6 +38,7 @@ def _event(ledger: Ledger, context: Context, **changes: Any) -> dict[str, Any]:
         "observation_id": None,
         "prev_hash": first.prev_hash,
         "event_hash": first.event_hash,
+        "trail_tag": None,
         **changes,
     }
 

@@ -64,6 +64,7 @@ def test_a_step_on_a_row_whose_state_moved_on_is_refused_and_writes_nothing(
             actor="alice",
             event_type="OperationReleased",
             now_us=1,
+            keys=None,
             state=OperationState.RELEASED.value,
         )
 

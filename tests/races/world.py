@@ -21,6 +21,7 @@ from effectledger import (
 )
 from effectledger.actions.policy import Preauthorization, RulePolicy
 from effectledger.actions.registry import ActionRegistry
+from effectledger.events.authentication import TrailKeys
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
@@ -48,14 +49,27 @@ def approver(index: int) -> Context:
     return Context(tenant_id="acme", actor_id=f"approver-{index}", roles=frozenset({"approver"}))
 
 
-def build(store_url: str, directory: Path, policy: str = "approval") -> EffectLedger:
-    """A service over the ledger at ``store_url`` and the receiver file in ``directory``."""
+def build(
+    store_url: str,
+    directory: Path,
+    policy: str = "approval",
+    *,
+    trail_keys: TrailKeys | None = None,
+) -> EffectLedger:
+    """A service over the ledger at ``store_url`` and the receiver file in ``directory``.
+
+    ``trail_keys``: the keys the ledger authenticates its trail with (none by default).
+    """
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     registry = ActionRegistry(
         [refund_action(orders=OrderBook(), destination=destination, policy=POLICIES[policy])]
     )
-    ledger = Ledger(open_store(store_url), clock=ManualClock(START), settings=LedgerSettings())
+    ledger = Ledger(
+        open_store(store_url),
+        clock=ManualClock(START),
+        settings=LedgerSettings(trail_keys=trail_keys),
+    )
     return ledger_over(ledger, registry, [receiver])
 
 

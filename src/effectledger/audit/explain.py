@@ -20,7 +20,7 @@ from typing import Any
 
 from effectledger.display import printable
 from effectledger.errors import InvalidInput, InvalidTransition, NotFound
-from effectledger.events.chain import verify_chain
+from effectledger.events.chain import verify_chain, verify_sealed
 from effectledger.events.record import event_from_row
 from effectledger.model.operations import (
     AuditEvent,
@@ -320,7 +320,9 @@ def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sent
     end at the operation's recorded latest hash (so deleting its last events is noticed), or
     :class:`~effectledger.errors.ChainBreak` is raised and nothing is explained. An operation
     that has only a proposal's events so far has no row, and its chain is checked without a
-    head. Raises :class:`~effectledger.errors.NotFound` for an operation with no events.
+    head. An event changed after the log sealed it (even re-hashed, its later links too) raises
+    :class:`~effectledger.errors.ChainBreak` as well. Raises
+    :class:`~effectledger.errors.NotFound` for an operation with no events.
     """
     key = {
         "tenant_id": validate_identifier(tenant_id, "tenant_id"),
@@ -335,6 +337,7 @@ def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sent
     if not events:
         raise NotFound(f"no events of operation {operation_id}", operation_id=operation_id)
     verify_chain(events, head=None if operation is None else operation["last_event_hash"])
+    verify_sealed(rows)  # a story rewritten after sealing is not told
     return explain(events)
 
 

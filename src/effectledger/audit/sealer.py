@@ -10,7 +10,8 @@ tenant:
 2. opens the latest stored checkpoint with its own key and checks that the stored frontier
    reproduces it;
 3. takes pending events in commit order, recomputes each event's hash and its link to the
-   previous event of its operation (refusing to seal an edited or orphaned event), appends their
+   previous event of its operation (refusing to seal an edited or orphaned event, or one that
+   follows a sealed event changed since it was sealed), appends their
    leaves, and **proves** the new tree consistent with the latest checkpoint before signing;
 4. stores the entries, the signed checkpoint (with its consistency proof) and the new head.
 
@@ -36,13 +37,15 @@ from effectledger.audit.log_head import (
     store_checkpoint,
     stored_checkpoint,
 )
+from effectledger.audit.memory import Remembered, SealerMemory
+from effectledger.audit.merkle import EMPTY_ROOT
 from effectledger.audit.proofs import verify_consistency
 from effectledger.audit.rotation import rotate
 from effectledger.audit.signers import Signer
 from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, LogKeyInvalid, ProofError
-from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.chain import GENESIS_HASH, sealed_edit
 from effectledger.events.record import canonical_entry, leaf_of_entry
 from effectledger.model.operations import (
     Row,
@@ -79,7 +82,19 @@ class SealReport:
 
 
 class LogSealer:
-    """Seals the audit events of a store into per-tenant Merkle logs signed with ``signer``."""
+    """Seals the audit events of a store into per-tenant Merkle logs signed with ``signer``.
+
+    ``min_batch`` / ``max_wait``: the cadence. A checkpoint is written for at least
+    ``min_batch`` waiting events, or for fewer once the oldest has waited ``max_wait``; under a
+    steady load the log then carries one checkpoint per ``min_batch`` events instead of one per
+    pass, which is what a verifier pays a signature for. The defaults (1, none) seal whatever
+    waits.
+
+    ``memory``: where the sealer keeps the last tree it signed per log, outside the database
+    (:mod:`effectledger.audit.memory`); with it, a log that is not a consistent extension of
+    that tree (emptied, rolled back, forked) stops the sealer before any signature. Without it
+    the sealer trusts the database's own latest checkpoint.
+    """
 
     def __init__(
         self,
@@ -88,9 +103,19 @@ class LogSealer:
         *,
         clock: Clock | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        memory: SealerMemory | None = None,
+        min_batch: int = 1,
+        max_wait: timedelta | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
+        if not isinstance(min_batch, int) or not 1 <= min_batch <= batch_size:
+            raise InvalidInput("min_batch must be a positive integer, at most batch_size")
+        if max_wait is not None and max_wait < timedelta(0):
+            raise InvalidInput("max_wait must not be negative")
+        self.memory = memory
+        self.min_batch = min_batch
+        self.max_wait = max_wait
         self.store = store
         self.signer = signer
         self.clock: Clock = clock or SystemClock()
@@ -141,17 +166,19 @@ class LogSealer:
                 # leaves the lock free at least half the time, so the effect path (a claim, a
                 # result write within its budget) gets in between batches.
                 time.sleep(min(max(held, _SQLITE_MIN_YIELD_S), _SQLITE_MAX_YIELD_S))
-            if not self.pending(tenant_id)[0]:
-                # Nothing to seal: check the head against its checkpoint without taking the
-                # write lock, so sealers looping over an idle log never hold up a writer.
-                head = self.store.read(
-                    partial(checked_head, tenant_id=tenant_id, signer=self.signer)
-                )
+            waiting, age = self.pending(tenant_id)
+            if not waiting or not self._due(waiting, age):
+                # Nothing to seal (or too few events, too recently: the cadence): check the head
+                # against its checkpoint without taking the write lock, so sealers looping over
+                # an idle log never hold up a writer.
+                head = self.store.read(partial(self._checked_head, tenant_id=tenant_id))
                 break
             started = time.monotonic()
             result = self.store.write(lambda tx: self._seal_batch(tx, tenant_id), label="seal")
             held = time.monotonic() - started
             head = result[0]
+            if self.memory is not None and result[1]:
+                self.memory.commit(origin_for(tenant_id), int(head["size"]), head["root_hash"])
             if result[1] == 0:
                 break
             sealed += result[1]
@@ -172,13 +199,43 @@ class LogSealer:
             oldest_pending_age=age,
         )
 
+    def _due(self, waiting: int, age: timedelta | None) -> bool:
+        """Whether ``waiting`` events, the oldest ``age`` old, make a checkpoint now.
+
+        The cadence: at least ``min_batch`` events, or any number once the oldest has waited
+        ``max_wait`` (without ``max_wait``, a smaller batch waits for more events).
+        """
+        if waiting >= self.min_batch:
+            return True
+        return self.max_wait is not None and age is not None and age >= self.max_wait
+
     def seal_all(self) -> list[SealReport]:
         """:meth:`seal` every tenant that has a log or pending events."""
         return [self.seal(tenant_id) for tenant_id in self.tenants()]
 
+    def _checked_head(self, tx: Transaction, tenant_id: str) -> Row:
+        head = checked_head(tx, tenant_id, self.signer)
+        size = int(head["size"])
+        self._remembers(tx, tenant_id, size, head["root_hash"] if size else EMPTY_ROOT.hex())
+        return head
+
+    def _remembers(self, tx: Transaction, tenant_id: str, size: int, root: str) -> None:
+        """Refuse unless the log ``(size, root)`` extends what this sealer last signed."""
+        if self.memory is None:
+            return
+
+        def leaves(count: int) -> list[bytes]:
+            rows = tx.all(
+                "log_entries_from", {"tenant_id": tenant_id, "position": 0, "limit": count}
+            )
+            return [bytes.fromhex(row["leaf_hash"]) for row in rows]
+
+        self.memory.check(origin_for(tenant_id), size, root, leaves)
+
     def _seal_batch(self, tx: Transaction, tenant_id: str) -> tuple[Row, int, timedelta | None]:
         now_us = to_micros(self.clock.now())
         head, frontier = held_head(tx, tenant_id, self.signer, now_us)
+        self._remembers(tx, tenant_id, frontier.size, frontier.root().hex())
         rows = tx.all("log_pending_batch", {"tenant_id": tenant_id, "limit": self.batch_size})
         if not rows:
             return head, 0, None
@@ -211,6 +268,12 @@ class LogSealer:
                 f"the new tree of {tenant_id}'s log is not consistent with its last checkpoint",
                 "checkpoint_inconsistent",
             ) from exc
+        if self.memory is not None:  # before the signature: a lost COMMIT stays explained
+            self.memory.begin(
+                origin_for(tenant_id),
+                Remembered(old.size, old.root().hex()),
+                Remembered(frontier.size, root.hex()),
+            )
         note = sign_checkpoint(
             Checkpoint(origin_for(tenant_id), frontier.size, root), [self.signer]
         )
@@ -218,7 +281,11 @@ class LogSealer:
             tx, head, frontier, previous_size=old.size, proof=proof, note=note, now_us=now_us
         )
         delay = timedelta(microseconds=max(now_us - oldest_us, 0))
-        return {**dict(head), "size": frontier.size, "checkpoint_seq": seq}, len(rows), delay
+        return (
+            {**dict(head), "size": frontier.size, "root_hash": root.hex(), "checkpoint_seq": seq},
+            len(rows),
+            delay,
+        )
 
     def _leaf(self, tx: Transaction, row: Row, last_hash: dict[str, tuple[int, str]]) -> bytes:
         """Recompute one pending event's hash and chain link; return its leaf hash."""
@@ -246,7 +313,7 @@ class LogSealer:
             expected = previous[1]
         else:
             before = tx.one(
-                "event_at_sequence",
+                "event_sealed_at_sequence",
                 {
                     "tenant_id": row["tenant_id"],
                     "operation_id": row["operation_id"],
@@ -259,6 +326,14 @@ class LogSealer:
                     f"{row['operation_id']}, which is missing",
                     "event_deleted",
                     **where,
+                )
+            if sealed_edit([before]) is not None:
+                raise refuse(
+                    f"event {before['event_id']} of operation {row['operation_id']} was changed "
+                    "after the log sealed it; nothing more of this log is sealed",
+                    "event_edited",
+                    event_id=before["event_id"],
+                    operation_id=row["operation_id"],
                 )
             expected = before["event_hash"]
         if row["prev_hash"] != expected:

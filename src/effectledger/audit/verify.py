@@ -99,13 +99,17 @@ def verify_bundle(
     keys: Sequence[Verifier | str],
     *,
     trusted_checkpoints: Sequence[str] = (),
+    origin: str | None = None,
 ) -> VerificationReport:
     """Verify a bundle offline against the trusted verifier ``keys``.
 
     ``source`` is a file path or the bundle's bytes. ``trusted_checkpoints`` are signed
-    checkpoints the reviewer kept from earlier; the bundle must extend each of them. Returns a
+    checkpoints the reviewer kept from earlier; the bundle must extend each of them. ``origin``
+    pins the log the reviewer asked for (``origin_for(tenant)``): a genuine bundle of another
+    log is ``checkpoint_origin_mismatch``, since one key may sign many tenants' logs. Returns a
     report; call :meth:`VerificationReport.raise_for_findings` to turn findings into an error.
     """
+    pinned = origin
     verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
     if not verifiers:
         raise InvalidInput("name at least one trusted verifier key")
@@ -151,6 +155,13 @@ def verify_bundle(
         return dataclasses.replace(empty, findings=(*scan.findings, bad))
     assert isinstance(tenant, str)
     findings = list(scan.findings)
+    if pinned is not None and origin != pinned:
+        findings.append(
+            Finding(
+                code="checkpoint_origin_mismatch",
+                message=f"the bundle is the log {origin}, not {pinned}, the log asked for",
+            )
+        )
     checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
     kept = checks.open_kept(trusted_checkpoints)
     if kind == KIND_RECEIPT:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import effectledger
-from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver
+from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver, witness
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
@@ -39,7 +39,15 @@ class CommandGroup(Protocol):
         ...
 
 
-COMMAND_GROUPS: tuple[CommandGroup, ...] = (demo, ledger, audit, receiver, http_api, mcp)
+COMMAND_GROUPS: tuple[CommandGroup, ...] = (
+    demo,
+    ledger,
+    audit,
+    witness,
+    receiver,
+    http_api,
+    mcp,
+)
 """The modules whose ``register`` adds the top-level commands, in help order."""
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from effectledger.audit.bundle_reader import read_events
 from effectledger.audit.explain import explain, explain_stored
-from effectledger.audit.keys import parse_verifiers
+from effectledger.audit.keys import origin_for, parse_verifiers
 from effectledger.audit.reading import latest_checkpoint, operation_events
 from effectledger.audit.verify import VerificationReport, verify_bundle
 from effectledger.cli import audit_log
@@ -95,6 +95,9 @@ def register(commands: Commands) -> None:
         metavar="FILE",
         help="a signed checkpoint kept from earlier that the bundle must extend (repeatable)",
     )
+    pin = verify.add_mutually_exclusive_group()
+    pin.add_argument("--tenant", help="require the bundle to be this tenant's log")
+    pin.add_argument("--origin", help="require the bundle to be the log of this origin")
     add_json(verify)
     verify.set_defaults(handler=_verify)
 
@@ -225,7 +228,10 @@ def _bundle_file(path: Path) -> None:
 def _verify(args: argparse.Namespace, out: Output) -> int:
     kept = [read_text_file(Path(path), "checkpoint file") for path in args.checkpoint]
     _bundle_file(args.bundle)
-    report = verify_bundle(args.bundle, parse_verifiers(args.key), trusted_checkpoints=kept)
+    origin = origin_for(args.tenant) if args.tenant is not None else args.origin
+    report = verify_bundle(
+        args.bundle, parse_verifiers(args.key), trusted_checkpoints=kept, origin=origin
+    )
     _print_report(out, report)
     report.raise_for_findings()
     return 0

@@ -14,12 +14,16 @@ from typing import Any
 
 from effectledger.audit.export import DEFAULT_EXPORT_BATCH, export_log, prove_events
 from effectledger.audit.keys import KEY_ENV, load_signer, new_key_pair, write_signer_key
+from effectledger.audit.memory import SealerMemory
 from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
 from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
 from effectledger.cli.output import Output
 
-__all__ = ["register", "seal_line"]
+__all__ = ["LOOP_MIN_BATCH", "register", "seal_line"]
+
+LOOP_MIN_BATCH = 1000
+"""Events a looping sealer gathers per checkpoint (unless the oldest waited half the delay)."""
 
 
 def _key_file(parser: argparse.ArgumentParser) -> None:
@@ -55,10 +59,22 @@ def register(actions: Commands) -> None:
     seal.add_argument("--tenant", help="seal only this tenant (default: every tenant)")
     _key_file(seal)
     seal.add_argument(
+        "--memory",
+        type=Path,
+        help="file where the sealer keeps the last tree it signed per log, outside the "
+        "database (kept beside the key): an emptied, rolled-back or forked log is then refused",
+    )
+    seal.add_argument(
         "--batch-size",
         type=int,
         default=DEFAULT_BATCH_SIZE,
         help="events per batch and checkpoint (default %(default)s)",
+    )
+    seal.add_argument(
+        "--min-batch",
+        type=int,
+        help="a checkpoint needs at least this many waiting events, unless the oldest has "
+        "waited half the maximum delay (default: 1000 with --loop, else 1)",
     )
     seal.add_argument("--loop", action="store_true", help="keep sealing until interrupted")
     seal.add_argument(
@@ -160,11 +176,27 @@ def _keygen(args: argparse.Namespace, out: Output) -> int:
 
 def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> LogSealer:
     signer = load_signer(args.key_file)  # a bad key fails before the store is opened
-    return LogSealer(open_existing(args.db), signer, batch_size=batch_size)
+    path = getattr(args, "memory", None)
+    memory = None if path is None else SealerMemory(path)
+    looping = getattr(args, "loop", False)
+    min_batch = getattr(args, "min_batch", None) or (
+        min(LOOP_MIN_BATCH, batch_size) if looping else 1
+    )
+    max_wait = timedelta(seconds=args.max_delay / 2) if looping else None
+    return LogSealer(
+        open_existing(args.db),
+        signer,
+        batch_size=batch_size,
+        memory=memory,
+        min_batch=min_batch,
+        max_wait=max_wait,
+    )
 
 
 def _seal(args: argparse.Namespace, out: Output) -> int:
     positive(args.batch_size, "--batch-size")
+    if args.min_batch is not None:
+        positive(args.min_batch, "--min-batch")
     if args.loop:
         positive(args.max_delay, "--max-delay")
     sealer = _sealer(args, args.batch_size)

@@ -10,7 +10,8 @@ from typing import Any
 from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
-from effectledger.ledger import Ledger
+from effectledger.events.authentication import trail_keys_from_environment
+from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model.operations import Context, Operation
 from effectledger.sql import migrations
 from effectledger.store import open_store
@@ -179,6 +180,8 @@ def _report_line(report: RecoveryReport) -> str:
 def _recover(args: argparse.Namespace, out: Output) -> int:
     positive(args.limit, "--limit")
     positive(args.interval, "--interval")
+    # A keyed ledger's worker tags its events like the application (a bad key fails here).
+    settings = LedgerSettings(trail_keys=trail_keys_from_environment())
     store = open_existing(args.db)
     try:
         receiver = SimulatedReceiver(
@@ -191,7 +194,7 @@ def _recover(args: argparse.Namespace, out: Output) -> int:
     except BaseException:
         store.close()
         raise
-    worker = RecoveryWorker(Ledger(store), receiver)
+    worker = RecoveryWorker(Ledger(store, settings=settings), receiver)
     try:
         while True:
             report = worker.run_once(limit=args.limit)

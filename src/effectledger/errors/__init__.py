@@ -12,6 +12,7 @@ them.
     ├── InvalidInput                      invalid_input (422)
     │   ├── ToolArgumentsRejected         tool_arguments_rejected (422)
     │   ├── LogKeyInvalid                 log_key_invalid (422)
+    │   ├── TrailKeyInvalid               trail_key_invalid (422)
     │   ├── NoteError                     note_invalid (422), also a ValueError
     │   │     reason: note_malformed, note_unverified, note_bad_signature, key_invalid,
     │   │             checkpoint_malformed, checkpoint_origin_mismatch
@@ -40,7 +41,8 @@ them.
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
     │                 checkpoint_inconsistent, checkpoint_deleted, checkpoint_reordered,
     │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
-    │                 event_inserted, operation_deleted, log_root_mismatch
+    │                 event_inserted, operation_deleted, log_root_mismatch, log_emptied,
+    │                 log_rolled_back, log_forked
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)
@@ -101,6 +103,7 @@ from effectledger.errors.evidence import (
     TamperedCommand,
     TamperedOperation,
     TamperedProposal,
+    TrailKeyInvalid,
 )
 from effectledger.errors.storage import (
     CommitUncertain,
@@ -149,6 +152,7 @@ __all__ = [
     "TamperedOperation",
     "TamperedProposal",
     "ToolArgumentsRejected",
+    "TrailKeyInvalid",
 ]
 
 # The classes live in modules of one theme each; they are public here, and say so when printed,

@@ -74,6 +74,9 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "log_root_mismatch",
         "checkpoint_deleted",
         "checkpoint_reordered",
+        "log_emptied",
+        "log_rolled_back",
+        "log_forked",
     )
 
 
@@ -121,6 +124,12 @@ class LogKeyInvalid(InvalidInput):
     """A log signing or verifier key is missing, malformed or not the key the log expects."""
 
     code = "log_key_invalid"
+
+
+class TrailKeyInvalid(InvalidInput):
+    """A trail key is missing or malformed (the message never contains its secret)."""
+
+    code = "trail_key_invalid"
 
 
 class LogNotSealed(Conflict):

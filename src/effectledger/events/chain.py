@@ -22,6 +22,7 @@ from effectledger.events.record import (
     event_version,
     hash_event,
     hash_of_entry,
+    leaf_of_entry,
     stored_entry,
 )
 from effectledger.model.canonical import CURRENT_VERSION
@@ -33,7 +34,9 @@ __all__ = [
     "event_body",
     "event_hash",
     "hash_event",
+    "sealed_edit",
     "verify_chain",
+    "verify_sealed",
     "verify_stored_chain",
 ]
 
@@ -106,3 +109,28 @@ def _walk(
         previous = own_hash
     if head is not None and head != previous:
         raise ChainBreak("the operation's latest event hash is not the end of its chain")
+
+
+def sealed_edit(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first stored row that differs from the leaf the log sealed it as, or ``None``.
+
+    Rows carry ``sealed_leaf`` (the hex leaf hash of their ``log_entries`` row, ``None`` while
+    pending). Sealed is final: an event edited after sealing, even with its hash and every later
+    link recomputed, no longer gives its sealed leaf, ``SHA-256(0x00 ‖ entry)``.
+    """
+    for row in rows:
+        sealed = row["sealed_leaf"]
+        if sealed is not None and leaf_of_entry(stored_entry(row)).hex() != sealed:
+            return row
+    return None
+
+
+def verify_sealed(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Raise :class:`ChainBreak` naming the first row that no longer gives its sealed leaf."""
+    edited = sealed_edit(rows)
+    if edited is not None:
+        raise ChainBreak(
+            f"event {edited['event_id']} was changed after the log sealed it",
+            sequence=int(edited["sequence"]),
+            event_id=edited["event_id"],
+        )

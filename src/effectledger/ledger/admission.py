@@ -166,6 +166,7 @@ def insert_operation_row(
         actor=draft["requester_id"],
         event_type=EventType.OPERATION_ADMITTED,
         now_us=at_us,
+        keys=ledger.settings.trail_keys,
         evidence_reference=draft["admission_reference"],
         details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
         insert=False,

@@ -99,7 +99,9 @@ def claim_row(
             "the destination adapter is not bound to the operation's account and endpoint",
             operation_id=operation_id,
         )
-    approved_digest = check_dispatchable(tx, row, proposal=proposal, approvals=approvals)
+    approved_digest = check_dispatchable(
+        tx, row, proposal=proposal, approvals=approvals, keys=ledger.settings.trail_keys
+    )
     at_us = now_us(ledger.clock)
     tx.run(
         "attempt_insert",
@@ -120,6 +122,7 @@ def claim_row(
         actor=executor_id,
         event_type=EventType.ATTEMPT_PREPARED,
         now_us=at_us,
+        keys=ledger.settings.trail_keys,
         attempt_id=attempt_id,
         state=OperationState.IN_PROGRESS.value,
         active_attempt_id=attempt_id,
@@ -340,6 +343,7 @@ def release_in(
         actor=context.actor_id,
         event_type=EventType.OPERATION_RELEASED,
         now_us=now_us(ledger.clock),
+        keys=ledger.settings.trail_keys,
         details={"reason": reason},
         state=OperationState.RELEASED.value,
     )

@@ -47,6 +47,7 @@ def correct_event_in(
         actor=context.actor_id,
         event_type=EventType.AUDIT_CORRECTION,
         now_us=now_us(ledger.clock),
+        keys=ledger.settings.trail_keys,
         details={"corrects": event_id, "reason": reason},
     )
     written = tx.one("event_at_sequence", {**operation, "sequence": updated["event_sequence"]})

@@ -7,6 +7,10 @@ a claim commits, :func:`check_dispatchable` reads the trail in the claim's own t
 refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless
 
 - the trail is an unbroken hash chain that contains the row's latest event;
+- every event the log has sealed still gives its sealed leaf (sealed is final);
+- when the ledger holds trail keys, every event of the trail carries a trail tag that one of
+  them computed for that event (:mod:`effectledger.events.authentication`): an administrator
+  who rewrites events and recomputes their hashes cannot recompute the tags;
 - the trail implies the state being claimed (READY);
 - the command's fingerprint is the one the chained ``OperationAdmitted`` event admitted;
 - for an operation admitted on a proposal: the command, destination, pool and units are the
@@ -18,8 +22,8 @@ When the claim runs in the admission's own transaction, the proposal and the app
 admission read (and checked) in it are passed in instead of being read again; the trail is read
 and verified either way.
 
-Nothing is written when a check fails. What the checks cannot see (a forged event with a correct
-hash, written before the log sealed it) is described in ``docs/evidence.md``.
+Nothing is written when a check fails. What the checks cannot see (without trail keys, a forged
+event with a correct hash) is described in ``docs/evidence.md``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
-from effectledger.events.chain import verify_stored_chain
+from effectledger.events.authentication import TrailKeys
+from effectledger.events.chain import sealed_edit, verify_stored_chain
 from effectledger.ledger.stored import command_from_row, proposal_from_row
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes
@@ -56,8 +61,12 @@ def check_dispatchable(
     *,
     proposal: Proposal | None = None,
     approvals: Sequence[Approval] = (),
+    keys: TrailKeys | None = None,
 ) -> str | None:
     """Check a READY ``row`` against its trail and authority; return the approved digest.
+
+    ``keys``: the ledger's trail keys; every event of the trail must then carry a tag that
+    one of them computed for it (reason ``trail_not_authentic``).
 
     ``None`` for an operation admitted on an outside decision (no proposal). ``proposal`` and
     ``approvals`` are what an admission in this same transaction read and checked; without
@@ -73,6 +82,13 @@ def check_dispatchable(
         verify_stored_chain(events)
     except ChainBreak as exc:
         raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
+    edited = sealed_edit(events)
+    if edited is not None:
+        raise _refuse(
+            row,
+            "sealed_event_edited",
+            f"event {edited['sequence']} of its trail was changed after the log sealed it",
+        )
     sequence = int(row["event_sequence"])
     if (
         not 0 < sequence <= len(events)
@@ -85,6 +101,8 @@ def check_dispatchable(
             operation_id=row["operation_id"],
         )
     trail = events[:sequence]
+    if keys is not None:
+        _check_tags(row, trail, keys)
     try:
         state = implied_state(event["event_type"] for event in trail)
     except ValueError as exc:
@@ -105,6 +123,18 @@ def check_dispatchable(
     _check_command(row, proposal)
     _check_authority(tx, row, proposal, trail, int(admitted[-1]["sequence"]), approvals)
     return proposal.digest
+
+
+def _check_tags(row: Row, trail: Sequence[Row], keys: TrailKeys) -> None:
+    for event in trail:
+        problem = keys.problem(event["event_hash"], event["trail_tag"])
+        if problem is not None:
+            raise _refuse(
+                row,
+                "trail_not_authentic",
+                f"event {event['sequence']} of its trail is not authenticated by the ledger's "
+                f"trail key ({problem})",
+            )
 
 
 def _details(event: Row) -> dict[str, Any]:

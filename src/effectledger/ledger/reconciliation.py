@@ -99,6 +99,7 @@ def reserve_in(
         actor=actor,
         event_type=EventType.RECONCILIATION_STARTED,
         now_us=at_us,
+        keys=ledger.settings.trail_keys,
         attempt_id=attempt_id,
         details={"next_check_us": next_us},
     )
@@ -262,6 +263,7 @@ def escalate_row(
         actor=actor,
         event_type=EventType.MANUAL_REVIEW_ASSIGNED,
         now_us=to_micros(now),
+        keys=ledger.settings.trail_keys,
         attempt_id=row["active_attempt_id"],
         details={"owner": owner, "deadline_us": deadline_us, "reason": reason},
         state=OperationState.MANUAL_REVIEW.value,
@@ -373,6 +375,7 @@ def authorize_retry_in(
         actor=context.actor_id,
         event_type=EventType.RETRY_AUTHORIZED,
         now_us=now_us(ledger.clock),
+        keys=ledger.settings.trail_keys,
         attempt_id=row["active_attempt_id"],
         details={"retry": used + 1, "max_retries": max_retries},
         state=OperationState.READY.value,

@@ -127,6 +127,7 @@ def record_in(
         actor=actor,
         event_type=_event_type(observation.outcome, owns_state=owns_state, reconciled=reconciled),
         now_us=now_us(ledger.clock),
+        keys=ledger.settings.trail_keys,
         attempt_id=attempt.attempt_id,
         evidence_reference=observation.evidence_reference,
         details=_details(observation, problem, reported),

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from effectledger.clock import Clock
+from effectledger.events.authentication import TrailKeys
 from effectledger.model.operations import Attempt
 from effectledger.store import Store
 
@@ -49,6 +50,10 @@ class LedgerSettings:
     locks and re-reads included, whatever the caller does meanwhile. Past it the record fails
     with :class:`~effectledger.errors.StorageBusy`, nothing is written, and the attempt stays
     unresolved for recovery to look up. ``None`` leaves only the store's own timeouts.
+    ``trail_keys``: the key the database does not hold that authenticates every event this
+    ledger writes (:mod:`effectledger.events.authentication`); a claim then refuses a trail
+    any of whose events it does not authenticate. ``None``: events carry no tag and claims
+    check the hash chain only, which an administrator can recompute.
     """
 
     recover_after: timedelta = timedelta(seconds=30)
@@ -57,6 +62,7 @@ class LedgerSettings:
     review_owner: str = "operations"
     review_deadline: timedelta = timedelta(hours=24)
     record_budget: timedelta | None = timedelta(seconds=2)
+    trail_keys: TrailKeys | None = None
 
 
 class LedgerParts(Protocol):

@@ -14,6 +14,7 @@ from typing import Any
 
 from effectledger.clock import Clock
 from effectledger.errors import ConcurrentModification, InvalidInput, InvalidTransition
+from effectledger.events.authentication import TrailKeys
 from effectledger.events.chain import GENESIS_HASH, event_body, hash_event
 from effectledger.ledger.settings import LedgerParts
 from effectledger.model.operations import (
@@ -109,9 +110,11 @@ def write_event(
     details: Mapping[str, Any] | None = None,
     observation_id: str | None = None,
     insert: bool = True,
+    keys: TrailKeys | None,
 ) -> dict[str, Any]:
-    """The event at ``sequence`` after ``prev_hash``, hashed, and inserted unless ``insert`` is
-    false (the caller inserts it once the row's guarded update has succeeded)."""
+    """The event at ``sequence`` after ``prev_hash``, hashed, tagged under ``keys`` (when the
+    ledger holds trail keys), and inserted unless ``insert`` is false (the caller inserts it
+    once the row's guarded update has succeeded)."""
     body = event_body(
         event_id=new_id(),
         tenant_id=tenant_id,
@@ -128,6 +131,7 @@ def write_event(
     )
     # The body is encoded once: the hash and the stored details text both come from it.
     body["event_hash"], body["details_json"] = hash_event(body)
+    body["trail_tag"] = None if keys is None else keys.tag(body["event_hash"])
     if insert:
         tx.run("event_insert", body)
     return body
@@ -145,12 +149,14 @@ def write_transition(
     details: Mapping[str, Any] | None = None,
     observation_id: str | None = None,
     observed: Mapping[str, Any] | None = None,
+    keys: TrailKeys | None,
     **changes: Any,
 ) -> dict[str, Any]:
     """Apply ``changes`` to the operation under its version and append one event; the new row.
 
     ``observed`` (``observation`` and ``observed_reference``) is the active attempt's answer,
-    stored on the attempt in the same statement (``operation_step_observed``).
+    stored on the attempt in the same statement (``operation_step_observed``). ``keys``: the
+    ledger's trail keys, which tag the event (``None``: untagged).
 
     The update is guarded by the operation's ``version`` (its concurrency token, which moves
     only when ``changes`` change something) and by its ``event_sequence`` (the head of its
@@ -180,6 +186,7 @@ def write_transition(
         "evidence_reference": evidence_reference,
         "details": details,
         "observation_id": observation_id,
+        "keys": keys,
     }
     # One statement moves the row under its guards and appends the event only if it moved.
     event, params = _chained(tx, row, fields, new_version, said)
@@ -286,6 +293,7 @@ def append_event(
             now_us=now_us(ledger.clock),
             evidence_reference=evidence_reference,
             details=details,
+            keys=ledger.settings.trail_keys,
         )
     transition(event_type, None)  # only what the table allows before admission
     head = tx.one("event_head", trail)
@@ -299,4 +307,5 @@ def append_event(
         now_us=now_us(ledger.clock),
         evidence_reference=evidence_reference,
         details=details,
+        keys=ledger.settings.trail_keys,
     )

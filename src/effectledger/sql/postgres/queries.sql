@@ -35,10 +35,10 @@ WITH inserted AS (
 ), logged AS (
     INSERT INTO audit_events (
         event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-        evidence_reference, details_json, observation_id, prev_hash, event_hash
+        evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
     )
     SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(sequence)s, %(actor)s, %(event_type)s,
-           %(recorded_us)s, %(evidence_reference)s, %(details_json)s, %(observation_id)s, %(prev_hash)s, %(event_hash)s
+           %(recorded_us)s, %(evidence_reference)s, %(details_json)s, %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
     FROM inserted
 )
 SELECT * FROM inserted;
@@ -107,11 +107,11 @@ WITH moved AS (
 )
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequence)s,
        %(actor)s, %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
-       %(observation_id)s, %(prev_hash)s, %(event_hash)s
+       %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
 FROM moved;
 
 -- name: operation_step_observed
@@ -144,11 +144,11 @@ WITH observed AS (
 )
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(new_sequence)s,
        %(actor)s, %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
-       %(observation_id)s, %(prev_hash)s, %(event_hash)s
+       %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
 FROM moved;
 
 -- name: operations_list
@@ -218,16 +218,21 @@ FOR UPDATE OF a, o SKIP LOCKED;
 -- name: event_insert
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 ) VALUES (
     %(event_id)s, %(tenant_id)s, %(operation_id)s, %(attempt_id)s, %(sequence)s, %(actor)s,
     %(event_type)s, %(recorded_us)s, %(evidence_reference)s, %(details_json)s,
-    %(observation_id)s, %(prev_hash)s, %(event_hash)s
+    %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
 );
 
 -- name: events_for_operation
-SELECT * FROM audit_events WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
-ORDER BY sequence;
+-- An operation's events in sequence order, each with the leaf the log sealed it as (sealed_leaf,
+-- NULL while it waits for the sealer): a sealed event is compared with its leaf, not trusted.
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = %(tenant_id)s AND e.operation_id = %(operation_id)s
+ORDER BY e.sequence;
 
 -- name: event_head
 SELECT sequence, event_hash FROM audit_events
@@ -385,6 +390,14 @@ WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND event_id
 -- name: event_at_sequence
 SELECT * FROM audit_events
 WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND sequence = %(sequence)s;
+
+-- name: event_sealed_at_sequence
+-- One event of an operation, with the leaf the log sealed it as (NULL while it is pending).
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = %(tenant_id)s AND e.operation_id = %(operation_id)s
+  AND e.sequence = %(sequence)s;
 
 -- name: log_head_ensure
 INSERT INTO log_heads (tenant_id, size, root_hash, frontier, checkpoint_seq, updated_us)

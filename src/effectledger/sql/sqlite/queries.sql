@@ -30,10 +30,10 @@ ON CONFLICT (tenant_id, operation_id) DO NOTHING
 RETURNING *;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :sequence, :actor, :event_type,
-       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 WHERE changes() = 1;
 
 -- name: operation_get
@@ -92,10 +92,10 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :ver
   AND event_sequence = :sequence;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor, :event_type,
-       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 WHERE changes() = 1;
 
 -- name: operation_step_observed
@@ -123,10 +123,10 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND version = :ver
   AND event_sequence = :sequence;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 )
 SELECT :event_id, :tenant_id, :operation_id, :attempt_id, :new_sequence, :actor, :event_type,
-       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+       :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 WHERE changes() = 1;
 
 -- name: operations_list
@@ -193,15 +193,20 @@ LIMIT :limit;
 -- name: event_insert
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
-    evidence_reference, details_json, observation_id, prev_hash, event_hash
+    evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
 ) VALUES (
     :event_id, :tenant_id, :operation_id, :attempt_id, :sequence, :actor, :event_type,
-    :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash
+    :recorded_us, :evidence_reference, :details_json, :observation_id, :prev_hash, :event_hash, :trail_tag
 );
 
 -- name: events_for_operation
-SELECT * FROM audit_events WHERE tenant_id = :tenant_id AND operation_id = :operation_id
-ORDER BY sequence;
+-- An operation's events in sequence order, each with the leaf the log sealed it as (sealed_leaf,
+-- NULL while it waits for the sealer): a sealed event is compared with its leaf, not trusted.
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = :tenant_id AND e.operation_id = :operation_id
+ORDER BY e.sequence;
 
 -- name: event_head
 SELECT sequence, event_hash FROM audit_events
@@ -355,6 +360,14 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND event_id = :ev
 -- name: event_at_sequence
 SELECT * FROM audit_events
 WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND sequence = :sequence;
+
+-- name: event_sealed_at_sequence
+-- One event of an operation, with the leaf the log sealed it as (NULL while it is pending).
+SELECT e.*, l.leaf_hash AS sealed_leaf
+FROM audit_events AS e
+LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+WHERE e.tenant_id = :tenant_id AND e.operation_id = :operation_id
+  AND e.sequence = :sequence;
 
 -- name: log_head_ensure
 INSERT INTO log_heads (tenant_id, size, root_hash, frontier, checkpoint_seq, updated_us)

@@ -69,6 +69,7 @@ CREATE TABLE audit_events (
     observation_id     TEXT,
     prev_hash          TEXT    NOT NULL,
     event_hash         TEXT    NOT NULL,
+    trail_tag          TEXT,
     UNIQUE (tenant_id, operation_id, sequence),
     -- An operation's trail starts before the operation row exists (its proposal and approval
     -- events), so events reference the operation by id only; attempts are enforced:

@@ -1,0 +1,123 @@
+"""A witness over HTTP (``POST /add-checkpoint``), and the client a sealer submits with.
+
+The server is the standard library's threading HTTP server around a
+:class:`~effectledger.audit.witness.Witness`; it listens where it is told (``127.0.0.1`` by
+default) and reads at most :data:`~effectledger.audit.witness.MAX_REQUEST_BYTES` of a body.
+:func:`submit_checkpoint` asks one witness to cosign a checkpoint: it sends the old size it
+believes the witness holds with the matching consistency proof, and on ``409`` asks once more
+from the size the witness names, with a proof computed by ``proof_from``.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from effectledger.audit.cosign import CosignatureVerifier
+from effectledger.audit.witness import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE, Witness
+from effectledger.errors import AuditVerificationFailed
+
+__all__ = ["WitnessRefusal", "serve_witness", "submit_checkpoint"]
+
+PATH = "/add-checkpoint"
+
+
+def _handler(witness: Witness) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            if self.path != PATH:
+                self._answer(404, b"not found\n", "text/plain; charset=utf-8")
+                return
+            length = self.headers.get("Content-Length", "")
+            if not length.isdigit() or int(length) > MAX_REQUEST_BYTES:
+                self._answer(400, b"a body of known, bounded length\n", "text/plain")
+                return
+            answer = witness.add_checkpoint(self.rfile.read(int(length)))
+            self._answer(answer.status, answer.body, answer.content_type)
+
+        def _answer(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Requests are not logged to stderr (a checkpoint is public, but noise is not)."""
+
+    return Handler
+
+
+def serve_witness(witness: Witness, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """A started server for ``witness`` (``port`` 0: any free port); ``shutdown()`` stops it."""
+    server = ThreadingHTTPServer((host, port), _handler(witness))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="witness", daemon=True).start()
+    return server
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessRefusal:
+    """What a witness answered instead of a cosignature."""
+
+    status: int
+    message: str
+
+
+def _post(url: str, body: bytes, timeout: float) -> tuple[int, str, str]:
+    request = urllib.request.Request(
+        url.rstrip("/") + PATH, data=body, method="POST", headers={"Content-Type": "text/plain"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.headers.get_content_type(), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get_content_type(), error.read().decode()
+
+
+def submit_checkpoint(
+    url: str,
+    witness_key: CosignatureVerifier,
+    note: str,
+    *,
+    old_size: int,
+    proof: Sequence[bytes],
+    proof_from: Callable[[int], Sequence[bytes]],
+    timeout: float = 10.0,
+) -> str:
+    """The witness's verified cosignature line of ``note``, or :class:`AuditVerificationFailed`.
+
+    ``old_size`` and ``proof`` are the size the witness is believed to hold and the proof from
+    it; ``proof_from(size)`` gives the proof from another size when the witness names one.
+    """
+    size, body = old_size, proof
+    for _ in range(2):
+        lines = "".join(base64.b64encode(node).decode() + "\n" for node in body)
+        status, content_type, text = _post(url, f"old {size}\n{lines}\n{note}".encode(), timeout)
+        if status == 200:
+            cosigned = witness_key.cosigned(note + text)
+            if cosigned is None:
+                raise AuditVerificationFailed(
+                    f"the witness at {url} answered without a valid cosignature by "
+                    f"{witness_key.name}",
+                    reason="checkpoint_signature_invalid",
+                )
+            return next(line + "\n" for line in text.splitlines() if line.strip())
+        if status == 409 and content_type == SIZE_CONTENT_TYPE and text.strip().isdigit():
+            size = int(text.strip())
+            body = proof_from(size)
+            continue
+        raise AuditVerificationFailed(
+            f"the witness at {url} refused the checkpoint ({status}): {text.strip()}",
+            reason="checkpoint_inconsistent",
+        )
+    raise AuditVerificationFailed(
+        f"the witness at {url} holds another size of this log", reason="checkpoint_inconsistent"
+    )
