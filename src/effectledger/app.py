@@ -48,6 +48,7 @@ from effectledger.model import (
     Operation,
     OperationState,
     Outcome,
+    validate_limit,
 )
 from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
@@ -295,6 +296,22 @@ class EffectLedger(ActionCatalog):
         """One recovery pass over every tenant's due lookups (the trusted worker's step)."""
         return self.service.recovery.run_once(limit=limit)
 
+    def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+        """One pass of the guarded executors over READY operations (the trusted worker's step).
+
+        Up to ``limit`` operations admitted for the declared destinations are each rechecked
+        (:meth:`executor_for`'s dispatch-time recheck) and performed once; any number of
+        processes may run this against one database, a racing claim wins cleanly.
+        """
+        limit = validate_limit(limit)
+        results: list[DispatchResult] = []
+        for destination in list(self.service.destinations):
+            left = limit - len(results)
+            if left <= 0:
+                break
+            results.extend(self.executor_for(destination).run_ready(limit=left))
+        return results
+
     # -- evidence ------------------------------------------------------------------------
 
     def seal(self, context: Context) -> SealReport:
@@ -304,6 +321,14 @@ class EffectLedger(ActionCatalog):
 
         signer = self._signer or load_signer()
         return LogSealer(self.store, signer, clock=self.ledger.clock).seal(context.tenant_id)
+
+    def seal_pending(self) -> list[SealReport]:
+        """Seal every tenant's pending audit events (the trusted worker's step), one report each."""
+        from effectledger.audit.keys import load_signer
+        from effectledger.audit.sealer import LogSealer
+
+        signer = self._signer or load_signer()
+        return LogSealer(self.store, signer, clock=self.ledger.clock).seal_all()
 
     def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

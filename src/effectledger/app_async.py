@@ -200,9 +200,17 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.recover`, awaitable."""
         return await self._call(self.sync.recover, limit=limit)
 
+    async def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+        """:meth:`EffectLedger.dispatch_ready`, awaitable."""
+        return await self._call(self.sync.dispatch_ready, limit=limit)
+
     async def seal(self, context: Context) -> SealReport:
         """:meth:`EffectLedger.seal`, awaitable."""
         return await self._call(self.sync.seal, context)
+
+    async def seal_pending(self) -> list[SealReport]:
+        """:meth:`EffectLedger.seal_pending`, awaitable."""
+        return await self._call(self.sync.seal_pending)
 
     async def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

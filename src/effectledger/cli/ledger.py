@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
@@ -58,14 +59,19 @@ def register(commands: Commands) -> None:
     recover = commands.add_parser(
         "recover",
         help="reconcile uncertain operations by asking the destination",
-        description="Look up each due uncertain operation at the simulated receiver by its "
-        "persisted key and record the answer; never resubmits. Opens an existing ledger and "
-        "an existing receiver file only.",
+        description="Look up each due uncertain operation at its destination by its "
+        "persisted key and record the answer; never resubmits. With --app, every destination "
+        "the application declares; with --receiver, the simulated receiver's existing file.",
     )
     add_db(recover)
-    recover.add_argument(
+    source = recover.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--app",
+        metavar="MODULE:FACTORY",
+        help="the EffectLedger whose declared destinations to look up, or a factory of it",
+    )
+    source.add_argument(
         "--receiver",
-        required=True,
         help="path of the simulated receiver's existing SQLite file to look up",
     )
     recover.add_argument("--account", default="acct-demo", help="receiver account id")
@@ -179,6 +185,12 @@ def _report_line(report: RecoveryReport) -> str:
 def _recover(args: argparse.Namespace, out: Output) -> int:
     positive(args.limit, "--limit")
     positive(args.interval, "--interval")
+    if args.app is not None:
+        ledger = load_ledger(args.app, args.db)
+        try:
+            return _recover_passes(args, out, lambda: ledger.recover(limit=args.limit))
+        finally:
+            ledger.close()
     store = open_existing(args.db)
     try:
         receiver = SimulatedReceiver(
@@ -193,8 +205,18 @@ def _recover(args: argparse.Namespace, out: Output) -> int:
         raise
     worker = RecoveryWorker(Ledger(store), receiver)
     try:
+        return _recover_passes(args, out, lambda: worker.run_once(limit=args.limit))
+    finally:
+        store.close()
+        receiver.close()
+
+
+def _recover_passes(
+    args: argparse.Namespace, out: Output, recover: Callable[[], RecoveryReport]
+) -> int:
+    try:
         while True:
-            report = worker.run_once(limit=args.limit)
+            report = recover()
             if out.json_mode:
                 out.json(_report_document(report))
             else:
@@ -208,6 +230,3 @@ def _recover(args: argparse.Namespace, out: Output) -> int:
         if not out.json_mode:
             out.line("stopped")
         return 0
-    finally:
-        store.close()
-        receiver.close()

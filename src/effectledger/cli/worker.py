@@ -1,0 +1,161 @@
+"""``effectledger worker --app MODULE:FACTORY``: dispatch, recovery and sealing in one process.
+
+The process runs the :class:`~effectledger.worker.Worker` loops over the application's declared
+actions and destinations until SIGTERM or SIGINT, then lets each loop finish the operation in
+hand and exits 0 with a summary of what it did. ``--once`` runs one pass of each loop and
+exits (1 if a pass failed). Log lines go to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from effectledger.app import EffectLedger
+from effectledger.cli.application import load_ledger
+from effectledger.cli.options import Commands, add_db, add_json
+from effectledger.cli.output import Output
+from effectledger.worker import Worker, WorkerSettings
+
+__all__ = ["add_worker_options", "register", "worker_from"]
+
+_DEFAULTS = WorkerSettings()
+
+
+def register(commands: Commands) -> None:
+    """Add ``worker``."""
+    parser = commands.add_parser(
+        "worker",
+        help="run dispatch, recovery and sealing for the application's destinations",
+        description="Run the guarded executor over READY operations, recovery (lookups by key, "
+        "never a resubmission, and escalation) over due attempts, and the log sealer, for the "
+        "actions and destinations the application declares. Stops gracefully on SIGTERM or "
+        "SIGINT; backs off while the store does not answer. Any number of workers may share "
+        "one PostgreSQL database.",
+    )
+    add_db(parser)
+    parser.add_argument(
+        "--app",
+        required=True,
+        metavar="MODULE:FACTORY",
+        help="the EffectLedger whose actions to run, or a callable that returns it",
+    )
+    parser.add_argument("--once", action="store_true", help="one pass of each loop, then exit")
+    add_worker_options(parser)
+    add_json(parser)
+    parser.set_defaults(handler=_run)
+
+
+def add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """The loops' intervals, threads and batch (``worker`` and ``serve --worker``)."""
+    group = parser.add_argument_group("worker loops")
+    group.add_argument(
+        "--dispatch-interval",
+        type=float,
+        default=_DEFAULTS.dispatch_interval,
+        help="seconds between idle dispatch passes (default %(default)s)",
+    )
+    group.add_argument(
+        "--dispatch-threads",
+        type=int,
+        default=_DEFAULTS.dispatch_threads,
+        help="dispatch threads, 0 for none (default %(default)s)",
+    )
+    group.add_argument(
+        "--recovery-interval",
+        type=float,
+        default=_DEFAULTS.recovery_interval,
+        help="seconds between idle recovery passes (default %(default)s)",
+    )
+    group.add_argument(
+        "--recovery-threads",
+        type=int,
+        default=_DEFAULTS.recovery_threads,
+        help="recovery threads, 0 for none (default %(default)s)",
+    )
+    group.add_argument(
+        "--seal-interval",
+        type=float,
+        default=_DEFAULTS.seal_interval,
+        help="seconds between sealing passes, 0 for no sealing (default %(default)s; "
+        "sealing needs a log key, $EFFECTLEDGER_LOG_KEY)",
+    )
+    group.add_argument(
+        "--batch",
+        type=int,
+        default=_DEFAULTS.batch,
+        help="operations one pass takes at most (default %(default)s)",
+    )
+
+
+def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
+    """A worker over ``ledger`` with the loop options in ``args`` (validated)."""
+    settings = WorkerSettings(
+        dispatch_interval=args.dispatch_interval,
+        dispatch_threads=args.dispatch_threads,
+        recovery_interval=args.recovery_interval,
+        recovery_threads=args.recovery_threads,
+        seal_interval=args.seal_interval or None,
+        batch=args.batch,
+    )
+    return Worker(ledger, settings)
+
+
+def _run(args: argparse.Namespace, out: Output) -> int:
+    _log_to_stderr()
+    ledger = load_ledger(args.app, args.db)
+    try:
+        worker = worker_from(ledger, args)
+        if args.once:
+            done = worker.run_once()
+            _summary(out, worker, done)
+            return 0
+        previous = _stop_on_signals(worker)
+        try:
+            worker.run()
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+        _summary(out, worker, None)
+        return 0
+    finally:
+        ledger.close()
+
+
+def _stop_on_signals(worker: Worker) -> dict[int, Any]:
+    """SIGTERM and SIGINT stop the worker gracefully; the previous handlers, to restore."""
+
+    def stop(number: int, frame: FrameType | None) -> None:
+        logging.getLogger("effectledger.worker").info(
+            "%s received: finishing the operations in hand", signal.Signals(number).name
+        )
+        worker.stop()
+
+    return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _log_to_stderr() -> None:
+    root = logging.getLogger("effectledger")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+def _summary(out: Output, worker: Worker, once: dict[str, int] | None) -> None:
+    totals = {name: totals.as_dict() for name, totals in worker.totals.items()}
+    if out.json_mode:
+        out.json({"once": once, "totals": totals})
+        return
+    dispatch, recovery, seal = totals["dispatch"], totals["recovery"], totals["seal"]
+    out.line(
+        f"worker {'pass' if once is not None else 'stopped'}: dispatched {dispatch['items']}, "
+        f"recovery reserved {recovery['items']} (resolved {recovery['resolved']}, escalated "
+        f"{recovery['escalated']}), sealed {seal['items']}; store unavailable "
+        f"{dispatch['store_down'] + recovery['store_down'] + seal['store_down']} pass(es)"
+    )
