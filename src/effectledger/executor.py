@@ -175,8 +175,9 @@ class Executor:
 
         Operations are claimed one per transaction with :meth:`Ledger.claim_next`, which skips
         those another executor is claiming: any number of executors on any number of hosts can
-        run this loop against one database. Returns what was recorded for each operation taken.
-        With a dispatch ``guard`` each operation is rechecked before its claim instead.
+        run this loop against one database. Returns what was recorded for each operation taken
+        (performed or released by this call; one a racing executor took is left out). With a
+        dispatch ``guard`` each operation is rechecked before its claim instead.
         """
         limit = validate_limit(limit)
         bound = self._binding()
@@ -191,7 +192,9 @@ class Executor:
             ):
                 scope = Context(tenant_id=tenant_id, actor_id=requester_id)
                 try:
-                    results.append(self.execute(scope, operation_id))
+                    step = self.execute_step(scope, operation_id)
+                    if step.taken != REPLAYED:  # another executor took it: not ours to report
+                        results.append(step.result)
                 except CommitUncertain:
                     # Not even a read-back could settle the claim: nothing was sent, and the
                     # operation is READY for the next pass or IN_PROGRESS for recovery.
