@@ -140,7 +140,8 @@ def _stop_on_signals(worker: Worker) -> dict[int, Any]:
 
 def _log_to_stderr() -> None:
     root = logging.getLogger("effectledger")
-    if not root.handlers:
+    # The library's own NullHandler does not count: only a handler that shows something does.
+    if not any(not isinstance(h, logging.NullHandler) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
