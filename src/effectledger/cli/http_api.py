@@ -21,7 +21,7 @@ from effectledger.callers.api_keys import ApiKeys
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, open_existing
 from effectledger.cli.output import Output
-from effectledger.cli.worker import add_worker_options, worker_from
+from effectledger.cli.worker import add_worker_options, log_to_stderr, worker_from
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
 from effectledger.store import open_store
@@ -96,8 +96,11 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
     ledger = load_ledger(args.app, args.db)
-    worker = worker_from(ledger, args) if args.worker else None
+    worker = None
     try:
+        if args.worker:
+            worker = worker_from(ledger, args)
+            log_to_stderr()
         app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
         if worker is not None:
             worker.start()

@@ -21,7 +21,7 @@ from effectledger.cli.options import Commands, add_db, add_json
 from effectledger.cli.output import Output
 from effectledger.worker import Worker, WorkerSettings
 
-__all__ = ["add_worker_options", "register", "worker_from"]
+__all__ = ["add_worker_options", "log_to_stderr", "register", "worker_from"]
 
 _DEFAULTS = WorkerSettings()
 
@@ -106,7 +106,7 @@ def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
-    _log_to_stderr()
+    log_to_stderr()
     ledger = load_ledger(args.app, args.db)
     try:
         worker = worker_from(ledger, args)
@@ -138,7 +138,8 @@ def _stop_on_signals(worker: Worker) -> dict[int, Any]:
     return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
 
 
-def _log_to_stderr() -> None:
+def log_to_stderr() -> None:
+    """Show the library's log lines (INFO and above) on standard error, unless already shown."""
     root = logging.getLogger("effectledger")
     # The library's own NullHandler does not count: only a handler that shows something does.
     if not any(not isinstance(h, logging.NullHandler) for h in root.handlers):
