@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from effectledger import telemetry
 from effectledger.access import require_reader, visible_operation, visible_proposal
 from effectledger.actions import Action
 from effectledger.catalog import ActionCatalog
@@ -143,13 +144,17 @@ class EffectLedger(ActionCatalog):
             raise InvalidInput("give the arguments as one object or as keywords, not both")
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump()
-        return self.service.propose(
-            context,
-            name,
-            fields if arguments is None else arguments,
-            operation_id=operation_id,
-            correlation=correlation,
-        )
+        with telemetry.span("propose", tenant_id=context.tenant_id, action=name) as span:
+            proposal = self.service.propose(
+                context,
+                name,
+                fields if arguments is None else arguments,
+                operation_id=operation_id,
+                correlation=correlation,
+            )
+            span.set(proposal_id=proposal.proposal_id, operation_id=proposal.operation_id)
+            telemetry.correlation_attributes(span, proposal.correlation)
+        return proposal
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
         """The proposal, its digest recomputed (what a reviewer page shows).
@@ -169,7 +174,8 @@ class EffectLedger(ActionCatalog):
     ) -> Approval:
         """Approve the proposal exactly as shown: the record's digest, or ``digest`` with an id."""
         proposal_id, shown = _shown(proposal, digest)
-        return self.service.approve(approver, proposal_id, digest=shown, expires_in=expires_in)
+        with telemetry.span("approve", tenant_id=approver.tenant_id, proposal_id=proposal_id):
+            return self.service.approve(approver, proposal_id, digest=shown, expires_in=expires_in)
 
     def deny(
         self, approver: Context, proposal: ProposalRef, /, *, reason: str, digest: str | None = None
@@ -199,13 +205,31 @@ class EffectLedger(ActionCatalog):
         approval_id = (
             approval if approval is None or isinstance(approval, str) else approval.approval_id
         )
-        return self.service.perform(
-            context,
-            proposal_id,
-            approval_id=approval_id,
-            recorded_decision=approval is None,
-            tenant_id=tenant_id,
-        )
+        with telemetry.span(
+            "perform", tenant_id=context.tenant_id, proposal_id=proposal_id
+        ) as span:
+            if isinstance(proposal, Proposal):
+                span.set(action=proposal.action)
+                telemetry.correlation_attributes(span, proposal.correlation)
+            result = self.service.perform(
+                context,
+                proposal_id,
+                approval_id=approval_id,
+                recorded_decision=approval is None,
+                tenant_id=tenant_id,
+            )
+            reason = None if result.reason is None else result.reason.value
+            span.set(
+                operation_id=result.operation_id,
+                outcome=result.outcome.value,
+                state=None if result.state is None else result.state.value,
+                reason=reason,
+                uncertain=result.uncertain,
+            )
+        telemetry.count("performs", outcome=result.outcome.value)
+        if reason is not None:
+            telemetry.count("denials", reason=reason)
+        return result
 
     # -- reading -------------------------------------------------------------------------
 
@@ -320,7 +344,11 @@ class EffectLedger(ActionCatalog):
         from effectledger.audit.sealer import LogSealer
 
         signer = self._signer or load_signer()
-        return LogSealer(self.store, signer, clock=self.ledger.clock).seal(context.tenant_id)
+        with telemetry.span("seal", tenant_id=context.tenant_id) as span:
+            report = LogSealer(self.store, signer, clock=self.ledger.clock).seal(context.tenant_id)
+            span.set(sealed=report.sealed, pending=report.pending)
+        telemetry.count("sealed_events", report.sealed)
+        return report
 
     def seal_pending(self) -> list[SealReport]:
         """Seal every tenant's pending audit events (the trusted worker's step), one report each."""
@@ -328,7 +356,12 @@ class EffectLedger(ActionCatalog):
         from effectledger.audit.sealer import LogSealer
 
         signer = self._signer or load_signer()
-        return LogSealer(self.store, signer, clock=self.ledger.clock).seal_all()
+        with telemetry.span("seal") as span:
+            reports = LogSealer(self.store, signer, clock=self.ledger.clock).seal_all()
+            sealed = sum(report.sealed for report in reports)
+            span.set(sealed=sealed, tenants=len(reports))
+        telemetry.count("sealed_events", sealed)
+        return reports
 
     def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

@@ -22,7 +22,7 @@ PACKAGE = Path(effectledger.__file__).parent
 
 # Each group of modules, and the modules it must never import (prefixes: a package covers its
 # modules). Read top-down: everything above a layer is forbidden to it.
-_CALLERS = ("effectledger.callers", "effectledger.cli")
+_CALLERS = ("effectledger.callers", "effectledger.cli", "effectledger.worker")
 _API = ("effectledger.app", "effectledger.app_async", *_CALLERS)
 _SERVICE = ("effectledger.service", "effectledger.executor", "effectledger.recovery", *_API)
 _AUTHORITY = ("effectledger.authority", *_SERVICE)

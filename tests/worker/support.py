@@ -21,6 +21,7 @@ from effectledger import (
     SubmitMode,
     open_store,
 )
+from effectledger.audit.signers import Signer
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.examples.refunds import OrderBook, refund_action
@@ -86,12 +87,16 @@ def refunds(
     clock: Clock | None = None,
     settings: LedgerSettings | None = None,
     destination: Callable[[SimulatedReceiver], Destination] | None = None,
+    signer: Signer | None = None,
 ) -> Refunds:
     """A refund application over ``store_url``, its receiver at ``tmp_path/receiver.db``."""
     receiver = SimulatedReceiver(tmp_path / "receiver.db", synchronous="NORMAL")
     ref = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     app = EffectLedger(
-        open_store(store_url), clock=clock or ManualClock(), settings=settings or LedgerSettings()
+        open_store(store_url),
+        clock=clock or ManualClock(),
+        settings=settings or LedgerSettings(),
+        signer=signer,
     )
     adapter = receiver if destination is None else destination(receiver)
     app.register(refund_action(orders=OrderBook(), destination=ref), adapter)
