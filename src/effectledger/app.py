@@ -21,7 +21,6 @@ stays reachable (``.ledger``, ``.registry``, ``.service``) and public.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +34,7 @@ from effectledger.access import require_reader, visible_operation, visible_propo
 from effectledger.actions import Action
 from effectledger.catalog import ActionCatalog
 from effectledger.clock import Clock
+from effectledger.config import load_config
 from effectledger.destinations import Destination
 from effectledger.errors import InvalidInput, InvalidTransition, NotFound, NotPermitted
 from effectledger.executor import Executor
@@ -86,14 +86,21 @@ def connect(
 ) -> EffectLedger:
     """Open the ledger at ``url`` (else ``$EFFECTLEDGER_DB``, else ``sqlite:///effectledger.db``).
 
+    Without ``url`` or ``settings`` they come from the configuration
+    (:func:`~effectledger.config.load_config`: ``$EFFECTLEDGER_CONFIG``'s TOML file and the
+    ``EFFECTLEDGER_*`` variables), validated here.
+
     ``migrate`` brings the schema up to date first (each migration once, even when several
     processes start together). ``destinations`` binds existing
     :class:`~effectledger.destinations.Destination` adapters; ``signer`` is the log key for
     :meth:`EffectLedger.seal` (default: ``$EFFECTLEDGER_LOG_KEY``). Use the result as a context
     manager to close the store.
     """
-    chosen = url or os.environ.get(URL_VARIABLE) or DEFAULT_URL
-    store = open_store(chosen, migrate=migrate, **store_options)
+    if url is None or settings is None:  # what the configuration does not leave to the caller
+        config = load_config()
+        url = url or config["db"]
+        settings = settings or config.ledger_settings()
+    store = open_store(url, migrate=migrate, **store_options)
     try:
         return EffectLedger(
             store, clock=clock, settings=settings, destinations=destinations, signer=signer

@@ -19,11 +19,10 @@ from effectledger.app import EffectLedger
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json
 from effectledger.cli.output import Output
+from effectledger.config import SETTINGS, load_config
 from effectledger.worker import Worker, WorkerSettings
 
 __all__ = ["add_worker_options", "log_to_stderr", "register", "worker_from"]
-
-_DEFAULTS = WorkerSettings()
 
 
 def register(commands: Commands) -> None:
@@ -50,57 +49,58 @@ def register(commands: Commands) -> None:
     parser.set_defaults(handler=_run)
 
 
-def add_worker_options(parser: argparse.ArgumentParser) -> None:
-    """The loops' intervals, threads and batch (``worker`` and ``serve --worker``)."""
-    group = parser.add_argument_group("worker loops")
-    group.add_argument(
-        "--dispatch-interval",
-        type=float,
-        default=_DEFAULTS.dispatch_interval,
-        help="seconds between idle dispatch passes (default %(default)s)",
-    )
-    group.add_argument(
-        "--dispatch-threads",
-        type=int,
-        default=_DEFAULTS.dispatch_threads,
-        help="dispatch threads, 0 for none (default %(default)s)",
-    )
-    group.add_argument(
-        "--recovery-interval",
-        type=float,
-        default=_DEFAULTS.recovery_interval,
-        help="seconds between idle recovery passes (default %(default)s)",
-    )
-    group.add_argument(
-        "--recovery-threads",
-        type=int,
-        default=_DEFAULTS.recovery_threads,
-        help="recovery threads, 0 for none (default %(default)s)",
-    )
-    group.add_argument(
+_OPTIONS = (
+    ("--dispatch-interval", float, "dispatch_interval_s", "seconds between idle dispatch passes"),
+    ("--dispatch-threads", int, "dispatch_threads", "dispatch threads, 0 for none"),
+    ("--recovery-interval", float, "recovery_interval_s", "seconds between idle recovery passes"),
+    ("--recovery-threads", int, "recovery_threads", "recovery threads, 0 for none"),
+    (
         "--seal-interval",
-        type=float,
-        default=_DEFAULTS.seal_interval,
-        help="seconds between sealing passes, 0 for no sealing (default %(default)s; "
-        "sealing needs a log key, $EFFECTLEDGER_LOG_KEY)",
-    )
-    group.add_argument(
-        "--batch",
-        type=int,
-        default=_DEFAULTS.batch,
-        help="operations one pass takes at most (default %(default)s)",
-    )
+        float,
+        "seal_interval_s",
+        "seconds between sealing passes, 0 for no sealing (sealing needs a log key, "
+        "$EFFECTLEDGER_LOG_KEY)",
+    ),
+    ("--batch", int, "batch", "operations one pass takes at most"),
+)
+"""Each loop option: its flag, type, configuration key and meaning."""
+
+
+def add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """The loops' intervals, threads and batch (``worker`` and ``serve --worker``).
+
+    An option not given takes its value from the configuration (:mod:`effectledger.config`).
+    """
+    group = parser.add_argument_group("worker loops (default: the configuration)")
+    defaults = {setting.key: setting for setting in SETTINGS}
+    for flag, kind, key, meaning in _OPTIONS:
+        setting = defaults[key]
+        shown = 0 if setting.default is None else setting.default
+        group.add_argument(
+            flag,
+            type=kind,
+            dest=key,
+            default=None,
+            help=f"{meaning} (default {shown}; {setting.variable})",
+        )
 
 
 def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
-    """A worker over ``ledger`` with the loop options in ``args`` (validated)."""
+    """A worker over ``ledger`` with the loop options in ``args``, else the configuration."""
+    config = load_config()
+
+    def chosen(key: str) -> Any:
+        given = getattr(args, key)
+        return config[key] if given is None else given
+
+    seal = chosen("seal_interval_s")
     settings = WorkerSettings(
-        dispatch_interval=args.dispatch_interval,
-        dispatch_threads=args.dispatch_threads,
-        recovery_interval=args.recovery_interval,
-        recovery_threads=args.recovery_threads,
-        seal_interval=args.seal_interval or None,
-        batch=args.batch,
+        dispatch_interval=chosen("dispatch_interval_s"),
+        dispatch_threads=chosen("dispatch_threads"),
+        recovery_interval=chosen("recovery_interval_s"),
+        recovery_threads=chosen("recovery_threads"),
+        seal_interval=seal or None,
+        batch=chosen("batch"),
     )
     return Worker(ledger, settings)
 
