@@ -40,6 +40,7 @@ from effectledger.errors import InvalidInput, InvalidTransition, NotFound, NotPe
 from effectledger.executor import Executor
 from effectledger.function_actions import ActionHandle
 from effectledger.ledger import Ledger, LedgerSettings
+from effectledger.ledger.summary import LedgerSummary, summarize
 from effectledger.model import (
     AuditEvent,
     Context,
@@ -260,6 +261,12 @@ class EffectLedger(ActionCatalog):
         """The operation's audit trail in order, from its proposal on (approver or auditor)."""
         require_reader(context)
         return self.ledger.events(context, _operation_id(operation))
+
+    def summary(self, context: Context) -> LedgerSummary:
+        """The tenant's operations by state, the uncertain ones and their age, and the seal lag
+        (approver or auditor; what ``status --summary`` and ``/metrics`` show)."""
+        require_reader(context)
+        return summarize(self.store, context, self.ledger.clock.now())
 
     def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
         """What the operation's events say happened, one cited sentence per event (as events)."""

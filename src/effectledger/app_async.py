@@ -25,6 +25,7 @@ from effectledger.app import ActionRef, EffectLedger, OperationRef, ProposalRef,
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.ledger import LedgerSettings
+from effectledger.ledger.summary import LedgerSummary
 from effectledger.model import AuditEvent, Context, DispatchResult, Observation, Operation
 from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
@@ -167,6 +168,10 @@ class AsyncEffectLedger:
     async def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
         """:meth:`EffectLedger.explain`, awaitable."""
         return await self._call(self.sync.explain, context, operation)
+
+    async def summary(self, context: Context) -> LedgerSummary:
+        """:meth:`EffectLedger.summary`, awaitable."""
+        return await self._call(self.sync.summary, context)
 
     async def capacity(self, context: Context, pool: str) -> CapacityUsage:
         """:meth:`EffectLedger.capacity`, awaitable."""

@@ -7,10 +7,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from effectledger.app import EffectLedger
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
+from effectledger.errors import InvalidInput
 from effectledger.ledger import Ledger
 from effectledger.model import Context, Operation
 from effectledger.recovery import RecoveryReport, RecoveryWorker
@@ -47,6 +49,12 @@ def register(commands: Commands) -> None:
     status.add_argument("--tenant", required=True, help="tenant id")
     status.add_argument("operation_id", nargs="?", help="one operation to show")
     status.add_argument("--limit", type=int, default=50, help="operations to list (default 50)")
+    status.add_argument(
+        "--summary",
+        action="store_true",
+        help="the tenant's figures instead: operations by state, uncertain ones and the oldest "
+        "one's age, events waiting to be sealed",
+    )
     status.add_argument(
         "--fail-on-uncertain",
         action="store_true",
@@ -135,6 +143,8 @@ def _operations_table(out: Output, operations: Sequence[Operation]) -> None:
 
 def _status(args: argparse.Namespace, out: Output) -> int:
     positive(args.limit, "--limit")
+    if args.summary:
+        return _summary(args, out)
     store = open_existing(args.db)
     try:
         ledger = Ledger(store)
@@ -153,6 +163,36 @@ def _status(args: argparse.Namespace, out: Output) -> int:
         if uncertain:
             out.line(f"{len(uncertain)} operation(s) uncertain: the effect may have happened.")
     return EXIT_UNCERTAIN if uncertain and args.fail_on_uncertain else 0
+
+
+def _summary(args: argparse.Namespace, out: Output) -> int:
+    if args.operation_id:
+        raise InvalidInput("--summary covers the whole tenant; name no operation", field="summary")
+    with EffectLedger(open_existing(args.db)) as ledger:
+        auditor = Context(tenant_id=args.tenant, actor_id=OPERATOR, roles=frozenset({"auditor"}))
+        summary = ledger.summary(auditor)
+    age = summary.oldest_uncertain_age
+    lag = summary.seal_lag
+    if out.json_mode:
+        out.json(
+            {
+                "tenant_id": summary.tenant_id,
+                "operations": summary.by_state,
+                "uncertain": summary.uncertain,
+                "oldest_uncertain_age_s": None if age is None else age.total_seconds(),
+                "seal_pending": summary.seal_pending,
+                "seal_lag_s": None if lag is None else lag.total_seconds(),
+            }
+        )
+    else:
+        states = ", ".join(f"{state} {n}" for state, n in summary.by_state.items() if n)
+        out.line(f"operations: {states or 'none'}")
+        oldest = "" if age is None else f", the oldest unchanged for {age.total_seconds():.0f} s"
+        out.line(f"uncertain: {summary.uncertain}{oldest}")
+        waited = "" if lag is None else f", the oldest waiting {lag.total_seconds():.0f} s"
+        out.line(f"not yet sealed: {summary.seal_pending} event(s){waited}")
+    failing = summary.uncertain and args.fail_on_uncertain
+    return EXIT_UNCERTAIN if failing else 0
 
 
 def _report_document(report: RecoveryReport) -> dict[str, Any]:
