@@ -5,6 +5,7 @@ lost reply. Each test checks the rows and the receiver's own count of effects.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -157,3 +158,20 @@ def test_recover_with_the_app_reconciles_its_declared_destination(
     assert world.states([operation_id]) == [OperationState.SUCCEEDED]
     counts = world.receiver.counts()
     assert (counts.submissions, counts.effects, counts.lookups) == (1, 1, 1)
+
+
+def test_json_logs_are_one_object_per_line(world: Refunds, store_url: str, tmp_path: Path) -> None:
+    """``--log-format json`` prints each log line as one JSON object with level and message."""
+    world.ready(1)
+    done = subprocess.run(
+        [sys.executable, "-m", "effectledger.cli", "worker", "--db", store_url, "--app", APP,
+         "--once", "--log-format", "json", "--seal-interval", "0"],
+        cwd=ROOT,
+        env={**os.environ, RECEIVER_VARIABLE: str(tmp_path / "receiver.db")},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stderr.splitlines()]
+    assert {"time", "level", "logger", "message"} <= records[0].keys()
+    assert any(r["message"] == "dispatch: 1 operation(s) taken" for r in records)
+    assert world.receiver.counts().effects == 1

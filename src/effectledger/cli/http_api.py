@@ -100,7 +100,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     try:
         if args.worker:
             worker = worker_from(ledger, args)
-            log_to_stderr()
+            log_to_stderr(args.log_format)
         app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
         if worker is not None:
             worker.start()

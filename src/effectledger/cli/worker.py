@@ -9,9 +9,12 @@ exits (1 if a pass failed). Log lines go to standard error.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
 import sys
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -22,7 +25,7 @@ from effectledger.cli.output import Output
 from effectledger.config import SETTINGS, load_config
 from effectledger.worker import Worker, WorkerSettings
 
-__all__ = ["add_worker_options", "log_to_stderr", "register", "worker_from"]
+__all__ = ["JsonLines", "add_worker_options", "log_to_stderr", "register", "worker_from"]
 
 
 def register(commands: Commands) -> None:
@@ -71,6 +74,13 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
 
     An option not given takes its value from the configuration (:mod:`effectledger.config`).
     """
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get("EFFECTLEDGER_LOG_FORMAT", "text"),
+        help="log lines on standard error as text or one JSON object per line "
+        "(default: $EFFECTLEDGER_LOG_FORMAT or text)",
+    )
     group = parser.add_argument_group("worker loops (default: the configuration)")
     defaults = {setting.key: setting for setting in SETTINGS}
     for flag, kind, key, meaning in _OPTIONS:
@@ -106,7 +116,7 @@ def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
-    log_to_stderr()
+    log_to_stderr(args.log_format)
     ledger = load_ledger(args.app, args.db)
     try:
         worker = worker_from(ledger, args)
@@ -138,13 +148,33 @@ def _stop_on_signals(worker: Worker) -> dict[int, Any]:
     return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
 
 
-def log_to_stderr() -> None:
-    """Show the library's log lines (INFO and above) on standard error, unless already shown."""
+class JsonLines(logging.Formatter):
+    """One JSON object per log record: time, level, logger and message (for log shippers)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {
+                "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+                "level": record.levelname,
+                "logger": record.name,
+                "message": record.getMessage(),
+            },
+            ensure_ascii=True,
+        )
+
+
+def log_to_stderr(log_format: str = "text") -> None:
+    """Show the library's log lines (INFO and above) on standard error, unless already shown;
+    ``json`` prints one JSON object per line."""
     root = logging.getLogger("effectledger")
     # The library's own NullHandler does not count: only a handler that shows something does.
     if not any(not isinstance(h, logging.NullHandler) for h in root.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(
+            JsonLines()
+            if log_format == "json"
+            else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        )
         root.addHandler(handler)
         root.setLevel(logging.INFO)
 
