@@ -165,6 +165,9 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
         assert "recovery: due 1, looked up 1, resolved 1" in ran
         if worker is not None:
             assert "worker stopped: dispatched 0, recovery reserved 1 (resolved 1" in ran
+        else:  # the loops stopped after the server, and the process was not killed under them
+            assert "worker stopped" in ran
+            assert server_code == 0, server_output
         counts = payments.store.counts()
     assert (counts.submissions, counts.effects, counts.lookups) == (1, 1, 1)
     assert count_rows(store_url, "attempts") == 1

@@ -15,13 +15,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
 
 from effectledger.callers.api_keys import ApiKeys
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, open_existing
 from effectledger.cli.output import Output
-from effectledger.cli.worker import add_worker_options, log_to_stderr, worker_from
+from effectledger.cli.worker import (
+    add_worker_options,
+    log_to_stderr,
+    stop_on_signals,
+    worker_from,
+)
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
 from effectledger.store import open_store
@@ -103,6 +109,9 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
             log_to_stderr(args.log_format)
         app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
         if worker is not None:
+            # uvicorn restores these handlers after its shutdown and re-raises the signal it
+            # caught: then it stops the loops instead of ending the process under them.
+            stop_on_signals(worker)
             worker.start()
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
     finally:
@@ -110,6 +119,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
             # uvicorn has finished its requests; the loops finish the operation in hand.
             worker.stop()
             worker.join()
+            logging.getLogger("effectledger.worker").info("worker stopped")
         ledger.close()
     return 0
 

@@ -25,7 +25,14 @@ from effectledger.cli.output import Output
 from effectledger.config import SETTINGS, load_config
 from effectledger.worker import Worker, WorkerSettings
 
-__all__ = ["JsonLines", "add_worker_options", "log_to_stderr", "register", "worker_from"]
+__all__ = [
+    "JsonLines",
+    "add_worker_options",
+    "log_to_stderr",
+    "register",
+    "stop_on_signals",
+    "worker_from",
+]
 
 
 def register(commands: Commands) -> None:
@@ -124,7 +131,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             done = worker.run_once()
             _summary(out, worker, done)
             return 0
-        previous = _stop_on_signals(worker)
+        previous = stop_on_signals(worker)
         try:
             worker.run()
         finally:
@@ -136,7 +143,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         ledger.close()
 
 
-def _stop_on_signals(worker: Worker) -> dict[int, Any]:
+def stop_on_signals(worker: Worker) -> dict[int, Any]:
     """SIGTERM and SIGINT stop the worker gracefully; the previous handlers, to restore."""
 
     def stop(number: int, frame: FrameType | None) -> None:
