@@ -262,8 +262,8 @@ class Executor:
             proposal_id=prepared.command.proposal_id,
         ) as span:
             observation = self._submit(prepared)
-            span.set(outcome=observation.outcome.value)
-        telemetry.count("submissions", outcome=observation.outcome.value)
+            span.set(outcome=telemetry.outcome_of(observation))
+        telemetry.count("submissions", outcome=telemetry.outcome_of(observation))
         crash_point("after_reply")
         return self._record(prepared, observation)
 

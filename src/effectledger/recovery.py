@@ -186,8 +186,8 @@ class RecoveryWorker:
                 span.set(outcome="lookup_failed")
                 telemetry.count("lookups", outcome="lookup_failed")
                 return
-            span.set(outcome=observation.outcome.value)
-        telemetry.count("lookups", outcome=observation.outcome.value)
+            span.set(outcome=telemetry.outcome_of(observation))
+        telemetry.count("lookups", outcome=telemetry.outcome_of(observation))
         report.looked_up += 1
         crash_point("after_lookup")
         try:

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["SCOPE", "Span", "correlation_attributes", "count", "span"]
+__all__ = ["SCOPE", "Span", "correlation_attributes", "count", "outcome_of", "span"]
 
 SCOPE = "effectledger"
 """The instrumentation scope name of every span and metric."""
@@ -95,6 +95,13 @@ def correlation_attributes(target: Span, correlation: Mapping[str, str] | None) 
     if correlation:
         target.set_raw("gen_ai.tool.call.id", correlation.get("tool_call_id"))
         target.set_raw(f"{SCOPE}.correlation.trace_id", correlation.get("trace_id"))
+
+
+def outcome_of(answer: object) -> str:
+    """The outcome an answer names (``Accepted``, ``Unknown``...), or ``unrecognized`` for an
+    answer that is not an observation (the ledger records that as Unknown itself)."""
+    value = getattr(getattr(answer, "outcome", None), "value", None)
+    return value if isinstance(value, str) else "unrecognized"
 
 
 @functools.cache
