@@ -22,6 +22,7 @@ FLOORS: dict[str, int] = {
     "clock": 1,
     "display": 1,
     "_failpoints": 1,
+    "telemetry": 1,
     "model": 2,
     "extras": 2,
     "store": 3,

@@ -20,6 +20,8 @@ from effectledger.sql import load_queries, load_statements, schema
 # query name -> why reading a whole tenant (or every tenant) is what it is for
 WHOLE_TENANT = {
     "operations_list": "lists a tenant's operations, a page at a time",
+    "operations_by_state": "the operator's summary counts a tenant's operations by state",
+    "operations_uncertain_oldest": "the operator's summary: a tenant's uncertain operations",
     "attempts_due_lock": "the recovery queue: walks the unresolved index across tenants",
     "log_head_lock": "log_heads holds one row per tenant: its key is the tenant",
     "log_head_get": "log_heads holds one row per tenant: its key is the tenant",

@@ -27,6 +27,7 @@ from effectledger.app.refs import ActionRef, OperationRef, ProposalRef
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.ledger import LedgerSettings
+from effectledger.ledger.summary import LedgerSummary
 from effectledger.model.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.model.operations import (
     AuditEvent,
@@ -176,6 +177,10 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.events`, awaitable."""
         return await self._call(self.sync.events, context, operation)
 
+    async def summary(self, context: Context) -> LedgerSummary:
+        """:meth:`EffectLedger.summary`, awaitable."""
+        return await self._call(self.sync.summary, context)
+
     async def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
         """:meth:`EffectLedger.explain`, awaitable."""
         return await self._call(self.sync.explain, context, operation)
@@ -212,6 +217,10 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.reconcile`, awaitable."""
         return await self._call(self.sync.reconcile, context, operation)
 
+    async def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+        """:meth:`EffectLedger.dispatch_ready`, awaitable."""
+        return await self._call(self.sync.dispatch_ready, limit=limit)
+
     async def recover(self, *, limit: int = 100) -> RecoveryReport:
         """:meth:`EffectLedger.recover`, awaitable."""
         return await self._call(self.sync.recover, limit=limit)
@@ -219,6 +228,10 @@ class AsyncEffectLedger:
     async def seal(self, context: Context) -> SealReport:
         """:meth:`EffectLedger.seal`, awaitable."""
         return await self._call(self.sync.seal, context)
+
+    async def seal_pending(self) -> list[SealReport]:
+        """:meth:`EffectLedger.seal_pending`, awaitable."""
+        return await self._call(self.sync.seal_pending)
 
     async def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

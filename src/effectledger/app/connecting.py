@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from effectledger.app.config import load_config
 from effectledger.app.ledger import EffectLedger
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
@@ -38,9 +38,16 @@ def connect(
     :class:`~effectledger.destinations.Destination` adapters; ``signer`` is the log key for
     :meth:`EffectLedger.seal` (default: ``$EFFECTLEDGER_LOG_KEY``). Use the result as a context
     manager to close the store.
+
+    Without ``url`` or ``settings`` they come from the configuration
+    (:func:`~effectledger.app.config.load_config`: ``$EFFECTLEDGER_CONFIG``'s TOML file and the
+    ``EFFECTLEDGER_*`` variables), validated here.
     """
-    chosen = url or os.environ.get(URL_VARIABLE) or DEFAULT_URL
-    store = open_store(chosen, migrate=migrate, **store_options)
+    if url is None or settings is None:  # what the configuration does not leave to the caller
+        config = load_config()
+        url = url or config["db"]
+        settings = settings or config.ledger_settings()
+    store = open_store(url, migrate=migrate, **store_options)
     try:
         return EffectLedger(
             store, clock=clock, settings=settings, destinations=destinations, signer=signer

@@ -1,22 +1,13 @@
 """The one object an application holds: :class:`EffectLedger` (``effectledger.connect`` opens one).
 
-Every verb of an effect's life is one method here, each scoped by the trusted
-:class:`~effectledger.model.Context`: declare an action (:meth:`EffectLedger.action`), propose,
-approve or deny, perform, reconcile, read status, events and an explanation, manage capacity,
-authorize a retry, escalate and resolve a manual review, run a recovery pass, seal and export the
-evidence. Each is composed over the :class:`~effectledger.authority.Authority` and the
-:class:`~effectledger.ledger.Ledger`, which hold every rule; the object itself holds none.
-
-Every caller is built on this object: the function tools (``FunctionTools(ledger)``), the MCP
-server (``build_server(ledger, ...)``), the HTTP API (``create_app(ledger, keys)``) and the
-command line call these methods and nothing beneath them, so each applies the same rules. The
-tenant's wider views (``operations``, ``events``, ``explain``, ``capacity``, another actor's
-``proposal`` or ``operation``) need a reviewer's role (:mod:`effectledger.app.access`).
-
-Records are passed from call to call (a :class:`~effectledger.model.Proposal` to ``approve``
-and ``perform``), so nobody copies an id or a digest by hand; every call also takes the plain
-ids, for callers that only have strings (HTTP, MCP, a reviewer page). The lower layer it is
-built on stays reachable as ``.store``, ``.ledger``, ``.authority`` and ``.registry``.
+Every verb of an effect's life is one method here, scoped by the trusted
+:class:`~effectledger.model.Context` and composed over the :class:`~effectledger.authority.
+Authority` and the :class:`~effectledger.ledger.Ledger`, which hold every rule. Every caller
+(function tools, frameworks, MCP, HTTP, the command line) calls these methods and nothing
+beneath them, so each applies the same rules; the tenant's wider views need a reviewer's role
+(:mod:`effectledger.app.access`). Records pass from call to call, and every call also takes the
+plain ids. The lower layer stays reachable as ``.store``, ``.ledger``, ``.authority`` and
+``.registry``.
 """
 
 from __future__ import annotations
@@ -29,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from pydantic import BaseModel
 
+from effectledger import telemetry
 from effectledger.actions.functions import ActionHandle, ActionOptions
 from effectledger.actions.registry import Action, ActionRegistry
-from effectledger.app import performing
+from effectledger.app import passes, performing
 from effectledger.app.access import require_reader, visible_operation, visible_proposal
 from effectledger.app.declaring import Declarations
 from effectledger.app.refs import ActionRef, OperationRef, ProposalRef, operation_id_of, shown
@@ -41,6 +33,7 @@ from effectledger.destinations import Destination
 from effectledger.destinations.function import SubmitFunction
 from effectledger.errors import InvalidInput
 from effectledger.ledger import Ledger, LedgerSettings
+from effectledger.ledger.summary import LedgerSummary, summarize
 from effectledger.model.authority import Approval, CapacityUsage, Correlation, Proposal
 from effectledger.model.operations import (
     AuditEvent,
@@ -177,13 +170,17 @@ class EffectLedger:
             raise InvalidInput("give the arguments as one object or as keywords, not both")
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump()
-        return self.authority.propose(
-            context,
-            name,
-            fields if arguments is None else arguments,
-            operation_id=operation_id,
-            correlation=correlation,
-        )
+        with telemetry.span("propose", tenant_id=context.tenant_id, action=name) as span:
+            made = self.authority.propose(
+                context,
+                name,
+                fields if arguments is None else arguments,
+                operation_id=operation_id,
+                correlation=correlation,
+            )
+            span.set(proposal_id=made.proposal_id, operation_id=made.operation_id)
+            telemetry.correlation_attributes(span, made.correlation)
+        return made
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
         """The proposal, its digest recomputed (what a reviewer page shows).
@@ -203,7 +200,8 @@ class EffectLedger:
     ) -> Approval:
         """Approve the proposal exactly as shown: the record's digest, or ``digest`` with an id."""
         proposal_id, seen = shown(proposal, digest)
-        return self.authority.approve(approver, proposal_id, digest=seen, expires_in=expires_in)
+        with telemetry.span("approve", tenant_id=approver.tenant_id, proposal_id=proposal_id):
+            return self.authority.approve(approver, proposal_id, digest=seen, expires_in=expires_in)
 
     def deny(
         self, approver: Context, proposal: ProposalRef, /, *, reason: str, digest: str | None = None
@@ -229,7 +227,6 @@ class EffectLedger:
         if there is one, else the latest approval of its digest (the admission checks it).
         Denials, including a proposal ``context`` cannot see, are results, not exceptions.
         """
-        proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
         approval_id = (
             approval if approval is None or isinstance(approval, str) else approval.approval_id
         )
@@ -237,7 +234,7 @@ class EffectLedger:
             self.authority,
             self._declared,
             context,
-            proposal_id,
+            proposal,
             approval_id=approval_id,
             recorded_decision=approval is None,
             tenant_id=tenant_id,
@@ -260,10 +257,8 @@ class EffectLedger:
         return self.ledger.status(context, operation_id_of(operation))
 
     def operation(self, context: Context, operation: OperationRef) -> Operation:
-        """The operation as stored, for its requester, its review owner or a reviewer.
-
-        To anyone else of the tenant it is ``NotFound``, like another tenant's.
-        """
+        """The operation as stored, for its requester, its review owner or a reviewer (to anyone
+        else of the tenant it is ``NotFound``, like another tenant's)."""
         return visible_operation(context, self.ledger.get(context, operation_id_of(operation)))
 
     def operations(self, context: Context, *, limit: int = 100) -> list[Operation]:
@@ -275,6 +270,12 @@ class EffectLedger:
         """The operation's audit trail in order, from its proposal on (approver or auditor)."""
         require_reader(context)
         return self.ledger.events(context, operation_id_of(operation))
+
+    def summary(self, context: Context) -> LedgerSummary:
+        """The tenant's operations by state, the uncertain ones and their age, and the seal lag
+        (approver or auditor; what ``status --summary`` and ``/metrics`` show)."""
+        require_reader(context)
+        return summarize(self.store, context, self.ledger.clock.now())
 
     def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
         """What the operation's events say happened, one cited sentence per event (as events)."""
@@ -340,25 +341,27 @@ class EffectLedger:
             limit=limit
         )
 
+    def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+        """One pass of the guarded executors over READY operations (the trusted worker's step):
+        up to ``limit`` of them rechecked and performed once (:func:`~effectledger.app.passes.
+        dispatch_ready`)."""
+        return passes.dispatch_ready(self._declared, limit=limit)
+
     # -- evidence ------------------------------------------------------------------------
 
     def seal(self, context: Context) -> SealReport:
         """Seal the tenant's pending audit events into its signed Merkle log."""
-        from effectledger.audit.keys import load_signer
-        from effectledger.audit.sealer import LogSealer
+        return passes.seal(self.store, self._signer, self.ledger.clock, context.tenant_id)
 
-        signer = self._signer or load_signer()
-        return LogSealer(self.store, signer, clock=self.ledger.clock).seal(context.tenant_id)
+    def seal_pending(self) -> list[SealReport]:
+        """Seal every tenant's pending audit events (the trusted worker's step), one report each."""
+        return passes.seal_pending(self.store, self._signer, self.ledger.clock)
 
     def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None
     ) -> ExportReport:
         """Append the tenant's sealed log to the evidence bundle at ``path``, resumably."""
-        from effectledger.audit.export import export_log
-
-        return export_log(
-            self.store, context.tenant_id, path, exporter_id=exporter_id, clock=self.ledger.clock
-        )
+        return passes.export(self.store, self.ledger.clock, context.tenant_id, path, exporter_id)
 
     # -- the lower layer and the store ------------------------------------------------
 

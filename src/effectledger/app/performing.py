@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from effectledger import telemetry
 from effectledger.app.declaring import Declarations
 from effectledger.authority import Authority
 from effectledger.errors import AdmissionDenied, NotFound
+from effectledger.model.authority import Proposal
 from effectledger.model.operations import Context, DispatchResult, OperationState
 from effectledger.model.results import DenialReason, EffectOutcome, EffectResult, TraceStep
 from effectledger.workers.recovery import RecoveryWorker
@@ -46,7 +48,7 @@ def perform(
     authority: Authority,
     declarations: Declarations,
     context: Context,
-    proposal_id: str,
+    proposal: Proposal | str,
     *,
     approval_id: str | None,
     recorded_decision: bool,
@@ -59,8 +61,47 @@ def perform(
     tenant's id look the same) come back as ``outcome="denied"``. Malformed arguments raise
     :class:`~effectledger.errors.InvalidInput`. ``outcome`` is ``performed`` only for the call
     whose own claim was submitted, ``released`` only for the call that released it; any other
-    call reports the recorded state as ``replayed``.
+    call reports the recorded state as ``replayed``. The call is one ``perform`` span, and counted
+    by outcome (and denial reason) in :mod:`effectledger.telemetry`.
     """
+    proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
+    with telemetry.span("perform", tenant_id=context.tenant_id, proposal_id=proposal_id) as span:
+        if isinstance(proposal, Proposal):
+            span.set(action=proposal.action)
+            telemetry.correlation_attributes(span, proposal.correlation)
+        result = _perform(
+            authority,
+            declarations,
+            context,
+            proposal_id,
+            approval_id=approval_id,
+            recorded_decision=recorded_decision,
+            tenant_id=tenant_id,
+        )
+        reason = None if result.reason is None else result.reason.value
+        span.set(
+            operation_id=result.operation_id,
+            outcome=result.outcome.value,
+            state=None if result.state is None else result.state.value,
+            reason=reason,
+            uncertain=result.uncertain,
+        )
+    telemetry.count("performs", outcome=result.outcome.value)
+    if reason is not None:
+        telemetry.count("denials", reason=reason)
+    return result
+
+
+def _perform(
+    authority: Authority,
+    declarations: Declarations,
+    context: Context,
+    proposal_id: str,
+    *,
+    approval_id: str | None,
+    recorded_decision: bool,
+    tenant_id: str | None,
+) -> EffectResult:
     trace = _Trace()
     trace.add("request", "received")
     if tenant_id is not None and tenant_id != context.tenant_id:

@@ -1,4 +1,4 @@
-"""The ``effectledger`` command: demo, migrate, status, recover, audit, receiver, serve, keys, mcp.
+"""The ``effectledger`` command: demo, migrate, status, recover, worker, config, audit, serve, ...
 
 Each command group is one module exposing ``register(commands)``, which adds its parsers and
 gives each a ``handler(args, out) -> exit code`` with ``set_defaults``. Adding a command is one
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import effectledger
-from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver, witness
+from effectledger.cli import audit, config, demo, http_api, ledger, mcp, receiver, witness, worker
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
@@ -42,6 +42,8 @@ class CommandGroup(Protocol):
 COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     demo,
     ledger,
+    worker,
+    config,
     audit,
     witness,
     receiver,

@@ -1,10 +1,12 @@
 """``effectledger serve`` and ``effectledger keys create|revoke|list``: the HTTP API.
 
-- ``serve --db URL --app MODULE:FACTORY [--host H] [--port P]`` runs the HTTP API with
-  uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the application's
+- ``serve --db URL --app MODULE:FACTORY [--host H] [--port P] [--worker]`` runs the HTTP API
+  with uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the application's
   :class:`~effectledger.EffectLedger` (``effectledger.connect(store_url)`` with its actions
-  declared); the API keys live in the same ledger database. ``--service`` is an older spelling
-  of ``--app``.
+  declared), or ``--app`` names the instance itself (:mod:`effectledger.cli.application`); the
+  API keys live in the same ledger database. ``--service`` is an older spelling of ``--app``.
+  ``--worker`` also runs the worker's loops (:mod:`effectledger.workers`) in the API process,
+  stopped after the server has shut down.
 - ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once (it creates
   the ledger if needed, like ``migrate``).
 - ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing ledger.
@@ -13,17 +15,24 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
 
 from effectledger.app.keys import ApiKeys
-from effectledger.app.ledger import EffectLedger
-from effectledger.cli.options import Commands, add_db, add_json, load_attribute, open_existing
+from effectledger.cli.application import load_ledger
+from effectledger.cli.options import Commands, add_db, add_json, open_existing
 from effectledger.cli.output import Output
+from effectledger.cli.worker import (
+    add_worker_options,
+    log_to_stderr,
+    stop_on_signals,
+    worker_from,
+)
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
 from effectledger.store import open_store
 
-__all__ = ["load_factory", "register"]
+__all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
@@ -40,7 +49,8 @@ def register(commands: Commands) -> None:
         dest="app",
         required=True,
         metavar="MODULE:FACTORY",
-        help="a callable that takes the store URL and returns the EffectLedger to serve",
+        help="a callable that takes the store URL and returns the EffectLedger to serve "
+        "(or the EffectLedger itself)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
@@ -50,6 +60,12 @@ def register(commands: Commands) -> None:
         default=64 * 1024,
         help="largest request body accepted (default %(default)s)",
     )
+    serve.add_argument(
+        "--worker",
+        action="store_true",
+        help="also run the worker (dispatch, recovery, sealing) in this process",
+    )
+    add_worker_options(serve)
     serve.set_defaults(handler=_serve)
 
     keys = commands.add_parser(
@@ -77,14 +93,6 @@ def register(commands: Commands) -> None:
     listed.set_defaults(handler=_list)
 
 
-def load_factory(spec: str) -> Any:
-    """The callable named ``MODULE:NAME``."""
-    factory = load_attribute(spec)
-    if not callable(factory):
-        raise InvalidInput(f"{spec} is not callable", field="app")
-    return factory
-
-
 def _serve(args: argparse.Namespace, out: Output) -> int:
     require_extra("server", "serve")
     import uvicorn
@@ -93,13 +101,25 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
-    ledger = load_factory(args.app)(args.db)
-    if not isinstance(ledger, EffectLedger):
-        raise InvalidInput(f"{args.app} did not return an EffectLedger", field="app")
+    ledger = load_ledger(args.app, args.db)
+    worker = None
     try:
+        if args.worker:
+            worker = worker_from(ledger, args)
+            log_to_stderr(args.log_format)
         app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
+        if worker is not None:
+            # uvicorn restores these handlers after its shutdown and re-raises the signal it
+            # caught: then it stops the loops instead of ending the process under them.
+            stop_on_signals(worker)
+            worker.start()
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
     finally:
+        if worker is not None:
+            # uvicorn has finished its requests; the loops finish the operation in hand.
+            worker.stop()
+            worker.join()
+            logging.getLogger("effectledger.workers").info("worker stopped")
         ledger.close()
     return 0
 

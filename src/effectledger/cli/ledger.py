@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from effectledger.app import EffectLedger
+from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
+from effectledger.errors import InvalidInput
 from effectledger.events.authentication import trail_keys_from_environment
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model.operations import Context, Operation
@@ -48,6 +51,12 @@ def register(commands: Commands) -> None:
     status.add_argument("operation_id", nargs="?", help="one operation to show")
     status.add_argument("--limit", type=int, default=50, help="operations to list (default 50)")
     status.add_argument(
+        "--summary",
+        action="store_true",
+        help="the tenant's figures instead: operations by state, uncertain ones and the oldest "
+        "one's age, events waiting to be sealed",
+    )
+    status.add_argument(
         "--fail-on-uncertain",
         action="store_true",
         help=f"exit {EXIT_UNCERTAIN} if any operation shown is still uncertain",
@@ -59,14 +68,19 @@ def register(commands: Commands) -> None:
     recover = commands.add_parser(
         "recover",
         help="reconcile uncertain operations by asking the destination",
-        description="Look up each due uncertain operation at the simulated receiver by its "
-        "persisted key and record the answer; never resubmits. Opens an existing ledger and "
-        "an existing receiver file only.",
+        description="Look up each due uncertain operation at its destination by its "
+        "persisted key and record the answer; never resubmits. With --app, every destination "
+        "the application declares; with --receiver, the simulated receiver's existing file.",
     )
     add_db(recover)
-    recover.add_argument(
+    source = recover.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--app",
+        metavar="MODULE:FACTORY",
+        help="the EffectLedger whose declared destinations to look up, or a factory of it",
+    )
+    source.add_argument(
         "--receiver",
-        required=True,
         help="path of the simulated receiver's existing SQLite file to look up",
     )
     recover.add_argument("--account", default="acct-demo", help="receiver account id")
@@ -130,6 +144,8 @@ def _operations_table(out: Output, operations: Sequence[Operation]) -> None:
 
 def _status(args: argparse.Namespace, out: Output) -> int:
     positive(args.limit, "--limit")
+    if args.summary:
+        return _summary(args, out)
     store = open_existing(args.db)
     try:
         ledger = Ledger(store)
@@ -148,6 +164,36 @@ def _status(args: argparse.Namespace, out: Output) -> int:
         if uncertain:
             out.line(f"{len(uncertain)} operation(s) uncertain: the effect may have happened.")
     return EXIT_UNCERTAIN if uncertain and args.fail_on_uncertain else 0
+
+
+def _summary(args: argparse.Namespace, out: Output) -> int:
+    if args.operation_id:
+        raise InvalidInput("--summary covers the whole tenant; name no operation", field="summary")
+    with EffectLedger(open_existing(args.db)) as ledger:
+        auditor = Context(tenant_id=args.tenant, actor_id=OPERATOR, roles=frozenset({"auditor"}))
+        summary = ledger.summary(auditor)
+    age = summary.oldest_uncertain_age
+    lag = summary.seal_lag
+    if out.json_mode:
+        out.json(
+            {
+                "tenant_id": summary.tenant_id,
+                "operations": summary.by_state,
+                "uncertain": summary.uncertain,
+                "oldest_uncertain_age_s": None if age is None else age.total_seconds(),
+                "seal_pending": summary.seal_pending,
+                "seal_lag_s": None if lag is None else lag.total_seconds(),
+            }
+        )
+    else:
+        states = ", ".join(f"{state} {n}" for state, n in summary.by_state.items() if n)
+        out.line(f"operations: {states or 'none'}")
+        oldest = "" if age is None else f", the oldest unchanged for {age.total_seconds():.0f} s"
+        out.line(f"uncertain: {summary.uncertain}{oldest}")
+        waited = "" if lag is None else f", the oldest waiting {lag.total_seconds():.0f} s"
+        out.line(f"not yet sealed: {summary.seal_pending} event(s){waited}")
+    failing = summary.uncertain and args.fail_on_uncertain
+    return EXIT_UNCERTAIN if failing else 0
 
 
 def _report_document(report: RecoveryReport) -> dict[str, Any]:
@@ -180,6 +226,12 @@ def _report_line(report: RecoveryReport) -> str:
 def _recover(args: argparse.Namespace, out: Output) -> int:
     positive(args.limit, "--limit")
     positive(args.interval, "--interval")
+    if args.app is not None:
+        ledger = load_ledger(args.app, args.db)
+        try:
+            return _recover_passes(args, out, lambda: ledger.recover(limit=args.limit))
+        finally:
+            ledger.close()
     # A keyed ledger's worker tags its events like the application (a bad key fails here).
     settings = LedgerSettings(trail_keys=trail_keys_from_environment())
     store = open_existing(args.db)
@@ -196,8 +248,18 @@ def _recover(args: argparse.Namespace, out: Output) -> int:
         raise
     worker = RecoveryWorker(Ledger(store, settings=settings), receiver)
     try:
+        return _recover_passes(args, out, lambda: worker.run_once(limit=args.limit))
+    finally:
+        store.close()
+        receiver.close()
+
+
+def _recover_passes(
+    args: argparse.Namespace, out: Output, recover: Callable[[], RecoveryReport]
+) -> int:
+    try:
         while True:
-            report = worker.run_once(limit=args.limit)
+            report = recover()
             if out.json_mode:
                 out.json(_report_document(report))
             else:
@@ -211,6 +273,3 @@ def _recover(args: argparse.Namespace, out: Output) -> int:
         if not out.json_mode:
             out.line("stopped")
         return 0
-    finally:
-        store.close()
-        receiver.close()

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 
-from effectledger.app.ledger import EffectLedger
-from effectledger.cli.options import Commands, load_attribute
+from effectledger.app import EffectLedger
+from effectledger.cli.application import load_ledger
+from effectledger.cli.options import Commands, add_db
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
 from effectledger.model.operations import Context
@@ -45,6 +46,7 @@ def register(commands: Commands) -> None:
         metavar="MODULE:ATTRIBUTE",
         help="the EffectLedger to serve, or a callable that returns it",
     )
+    add_db(parser)
     parser.add_argument(
         "--transport",
         choices=("stdio", "streamable-http"),
@@ -64,13 +66,10 @@ def register(commands: Commands) -> None:
     parser.set_defaults(handler=_run)
 
 
-def load_app(spec: str) -> EffectLedger:
-    """The ledger named by ``module:attribute`` (called first if it is a factory)."""
-    target = load_attribute(spec)
-    ledger = target() if callable(target) else target
-    if not isinstance(ledger, EffectLedger):
-        raise InvalidInput(f"{spec} is not an EffectLedger (effectledger.connect)", field="app")
-    return ledger
+def load_app(spec: str, store_url: str | None = None) -> EffectLedger:
+    """The ledger named by ``module:attribute`` (a factory is called, with ``store_url`` if it
+    takes one; see :mod:`effectledger.cli.application`)."""
+    return load_ledger(spec, store_url)
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
@@ -96,7 +95,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     except ImportError as exc:
         raise InvalidInput("mcp needs the mcp extra: pip install 'effectledger[mcp]'") from exc
     identities = None if args.tokens is None else TokenIdentities.from_file(args.tokens)
-    ledger = load_app(args.app)
+    ledger = load_app(args.app, args.db)
     try:
         if identities is None:
             roles = frozenset(role for role in args.roles.split(",") if role)

@@ -8,10 +8,9 @@ create.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from effectledger.errors import InvalidInput
 from effectledger.store import Store, open_store
@@ -22,7 +21,6 @@ __all__ = [
     "add_db",
     "add_json",
     "add_wide",
-    "load_attribute",
     "open_existing",
     "positive",
     "read_text_file",
@@ -80,14 +78,3 @@ def read_text_file(path: Path, what: str) -> str:
         raise InvalidInput(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{what} {path} is not UTF-8 text") from exc
-
-
-def load_attribute(spec: str) -> Any:
-    """The object an ``--app module:attribute`` option names, imported from the application."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidInput(f"--app must look like module:attribute, not {spec!r}", field="app")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidInput(f"cannot load {spec}: {exc}", field="app") from exc

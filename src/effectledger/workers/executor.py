@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from effectledger import telemetry
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
 from effectledger.errors import CommitUncertain, EffectLedgerError, InvalidInput, StorageError
@@ -175,8 +176,9 @@ class Executor:
 
         Operations are claimed one per transaction with :meth:`Ledger.claim_next`, which skips
         those another executor is claiming: any number of executors on any number of hosts can
-        run this loop against one database. Returns what was recorded for each operation taken.
-        With a dispatch ``guard`` each operation is rechecked before its claim instead.
+        run this loop against one database. Returns what was recorded for each operation taken
+        (performed or released by this call; one a racing executor took is left out). With a
+        dispatch ``guard`` each operation is rechecked before its claim instead.
         """
         limit = validate_limit(limit)
         bound = self._binding()
@@ -191,7 +193,9 @@ class Executor:
             ):
                 scope = Context(tenant_id=tenant_id, actor_id=requester_id)
                 try:
-                    results.append(self.execute(scope, operation_id))
+                    step = self.execute_step(scope, operation_id)
+                    if step.taken != REPLAYED:  # another executor took it: not ours to report
+                        results.append(step.result)
                 except CommitUncertain:
                     # Not even a read-back could settle the claim: nothing was sent, and the
                     # operation is READY for the next pass or IN_PROGRESS for recovery.
@@ -249,20 +253,35 @@ class Executor:
         """
         operation_id = prepared.operation_id
         ensure_matches(self.destination, prepared.destination)
+        with telemetry.span(
+            "submit",
+            tenant_id=prepared.tenant_id,
+            operation_id=operation_id,
+            attempt_id=prepared.attempt_id,
+            action=prepared.command.action,
+            proposal_id=prepared.command.proposal_id,
+        ) as span:
+            observation = self._submit(prepared)
+            span.set(outcome=telemetry.outcome_of(observation))
+        telemetry.count("submissions", outcome=telemetry.outcome_of(observation))
+        crash_point("after_reply")
+        return self._record(prepared, observation)
+
+    def _submit(self, prepared: PreparedAttempt) -> Observation:
+        """The destination's answer to one submission; Unknown if it raised."""
+        operation_id = prepared.operation_id
         try:
-            observation = self.destination.submit(prepared.command, prepared.idempotency_key)
+            return self.destination.submit(prepared.command, prepared.idempotency_key)
         except Exception as exc:
             # The destination may have acted: Unknown, never a rejection. The exception is no
             # evidence (evidence references something stored), and its text may carry secrets
             # or payload: only its type is logged.
             log.warning("submission outcome unknown for %s: %s", operation_id, type(exc).__name__)
-            observation = Observation.unknown()
+            return Observation.unknown()
         except BaseException:
             # Interrupted mid-submission: record the uncertainty before letting go.
             self._record(prepared, Observation.unknown())
             raise
-        crash_point("after_reply")
-        return self._record(prepared, observation)
 
     def _record(self, prepared: PreparedAttempt, observation: Observation) -> DispatchResult:
         try:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from effectledger import telemetry
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
 from effectledger.errors import DestinationMismatch, EffectLedgerError, StorageBusy, StorageError
@@ -105,6 +106,7 @@ class RecoveryWorker:
                 continue
             report.due += len(due.lookups) + len(due.escalated)
             report.escalated.extend(due.escalated)
+            telemetry.count("escalations", len(due.escalated))
             work.extend((destination, attempt) for attempt in due.lookups)
         for done, (destination, attempt) in enumerate(work, start=1):
             self._recover_safely(report, destination, attempt)
@@ -137,6 +139,7 @@ class RecoveryWorker:
                 )
                 report.due = 1
                 report.escalated.append((tenant_id, operation_id))
+                telemetry.count("escalations")
                 return report
             attempt = self.ledger.reserve_lookup(
                 tenant_id, operation_id, attempt_id, actor=self.actor
@@ -169,13 +172,22 @@ class RecoveryWorker:
     def _recover(self, report: RecoveryReport, destination: Destination, attempt: Attempt) -> None:
         tenant_id, operation_id = _key(attempt)
         ensure_matches(destination, attempt.destination)
-        try:
-            observation = destination.lookup(attempt.idempotency_key)
-        except Exception as exc:
-            # A failed lookup leaves the pushed recover_after: the next window tries again.
-            log.warning("lookup failed for %s/%s: %s", tenant_id, operation_id, type(exc).__name__)
-            report.failed.append((tenant_id, operation_id, "lookup_failed"))
-            return
+        with telemetry.span(
+            "lookup", tenant_id=tenant_id, operation_id=operation_id, attempt_id=attempt.attempt_id
+        ) as span:
+            try:
+                observation = destination.lookup(attempt.idempotency_key)
+            except Exception as exc:
+                # A failed lookup leaves the pushed recover_after: the next window tries again.
+                log.warning(
+                    "lookup failed for %s/%s: %s", tenant_id, operation_id, type(exc).__name__
+                )
+                report.failed.append((tenant_id, operation_id, "lookup_failed"))
+                span.set(outcome="lookup_failed")
+                telemetry.count("lookups", outcome="lookup_failed")
+                return
+            span.set(outcome=telemetry.outcome_of(observation))
+        telemetry.count("lookups", outcome=telemetry.outcome_of(observation))
         report.looked_up += 1
         crash_point("after_lookup")
         try:
@@ -193,6 +205,7 @@ class RecoveryWorker:
                     tenant_id, operation_id, reason="inconclusive_lookups", actor=self.actor
                 )
                 report.escalated.append((tenant_id, operation_id))
+                telemetry.count("escalations")
         else:
             report.resolved.append((tenant_id, operation_id, result.state.value))
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from effectledger.app.keys import ApiKeys
@@ -281,5 +281,17 @@ def create_app(
     )
     def capacity(context: Caller, pool: PathId) -> JSONResponse:
         return JSONResponse(capacity_json(ledger.capacity(context, pool)))
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses=_ERRORS,
+        tags=["health"],
+        summary="The key's tenant's figures in the Prometheus text format (approver or auditor)",
+    )
+    def metrics(context: Caller) -> PlainTextResponse:
+        return PlainTextResponse(
+            ledger.summary(context).prometheus(), media_type="text/plain; version=0.0.4"
+        )
 
     return BodyLimit(app, max_body_bytes)

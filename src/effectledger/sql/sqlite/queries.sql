@@ -133,6 +133,15 @@ WHERE changes() = 1;
 SELECT * FROM operations WHERE tenant_id = :tenant_id
 ORDER BY created_us DESC, operation_id LIMIT :limit;
 
+-- name: operations_by_state
+-- The tenant's operations counted by state (an operator's summary, not a hot path).
+SELECT state, count(*) AS operations FROM operations WHERE tenant_id = :tenant_id GROUP BY state;
+
+-- name: operations_uncertain_oldest
+-- How many of the tenant's operations are uncertain, and the oldest last change among them.
+SELECT count(*) AS uncertain, min(updated_us) AS oldest_us FROM operations
+WHERE tenant_id = :tenant_id AND state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW');
+
 -- name: operations_ready
 -- READY operations of one destination, oldest first (for executors that recheck before claiming).
 SELECT tenant_id, operation_id, requester_id FROM operations

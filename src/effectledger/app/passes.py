@@ -1,0 +1,76 @@
+"""The trusted worker's passes over the whole ledger, and the sealing steps they share.
+
+:meth:`~effectledger.EffectLedger.dispatch_ready`, :meth:`~effectledger.EffectLedger.recover`
+and :meth:`~effectledger.EffectLedger.seal_pending` are what ``effectledger worker`` runs
+(:class:`~effectledger.workers.Worker`); :meth:`~effectledger.EffectLedger.seal` seals one
+tenant. Each reports what it did to OpenTelemetry (:mod:`effectledger.telemetry`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from effectledger import telemetry
+from effectledger.app.declaring import Declarations
+from effectledger.clock import Clock
+from effectledger.model.operations import DispatchResult, validate_limit
+from effectledger.store import Store
+
+if TYPE_CHECKING:
+    from effectledger.audit.export import ExportReport
+    from effectledger.audit.sealer import SealReport
+    from effectledger.audit.signers import Signer
+
+__all__ = ["dispatch_ready", "export", "seal", "seal_pending"]
+
+
+def dispatch_ready(declared: Declarations, *, limit: int) -> list[DispatchResult]:
+    """One pass of the guarded executors over READY operations, ``limit`` at most in all.
+
+    Each operation admitted for a declared destination is rechecked (the dispatch-time recheck)
+    and performed once; any number of processes may run this against one database, and a
+    racing claim wins cleanly.
+    """
+    limit = validate_limit(limit)
+    results: list[DispatchResult] = []
+    for executor in list(declared.executors.values()):
+        left = limit - len(results)
+        if left <= 0:
+            break
+        results.extend(executor.run_ready(limit=left))
+    return results
+
+
+def seal(store: Store, signer: Signer | None, clock: Clock, tenant_id: str) -> SealReport:
+    """Seal one tenant's pending events (``signer`` else ``$EFFECTLEDGER_LOG_KEY``)."""
+    from effectledger.audit.keys import load_signer
+    from effectledger.audit.sealer import LogSealer
+
+    with telemetry.span("seal", tenant_id=tenant_id) as span:
+        report = LogSealer(store, signer or load_signer(), clock=clock).seal(tenant_id)
+        span.set(sealed=report.sealed, pending=report.pending)
+    telemetry.count("sealed_events", report.sealed)
+    return report
+
+
+def seal_pending(store: Store, signer: Signer | None, clock: Clock) -> list[SealReport]:
+    """Seal every tenant's pending events, one report each."""
+    from effectledger.audit.keys import load_signer
+    from effectledger.audit.sealer import LogSealer
+
+    with telemetry.span("seal") as span:
+        reports = LogSealer(store, signer or load_signer(), clock=clock).seal_all()
+        sealed = sum(report.sealed for report in reports)
+        span.set(sealed=sealed, tenants=len(reports))
+    telemetry.count("sealed_events", sealed)
+    return reports
+
+
+def export(
+    store: Store, clock: Clock, tenant_id: str, path: str | Path, exporter_id: str | None
+) -> ExportReport:
+    """Append the tenant's sealed log to the evidence bundle at ``path``, resumably."""
+    from effectledger.audit.export import export_log
+
+    return export_log(store, tenant_id, path, exporter_id=exporter_id, clock=clock)

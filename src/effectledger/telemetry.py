@@ -1,0 +1,115 @@
+"""OpenTelemetry spans and metrics of what the ledger does (extra ``otel``: opentelemetry-api).
+
+Telemetry is not the ledger: the audit trail is the record, and these signals only tell the
+tools operators already run what is happening. The library depends on ``opentelemetry-api``
+alone, imported on first use; without it every call here does nothing. No exporter is set up
+here: spans and metrics go where the application's own OpenTelemetry SDK sends them, and
+nowhere without one.
+
+Spans, each named ``effectledger.<step>``: ``propose``, ``approve``, ``perform``, ``submit``,
+``lookup``, ``seal``. Their attributes are identifiers only, never arguments, evidence or
+credentials: ``effectledger.tenant_id``, ``effectledger.proposal_id``,
+``effectledger.operation_id``, ``effectledger.attempt_id``, ``effectledger.action``, the
+outcome and state, and where the caller supplied them the model's ``gen_ai.tool.call.id`` and
+the agent's trace id (``effectledger.correlation.trace_id``).
+
+Metrics (counters): ``effectledger.performs`` by ``outcome``, ``effectledger.denials`` by
+``reason``, ``effectledger.submissions`` and ``effectledger.lookups`` by ``outcome``,
+``effectledger.escalations``, ``effectledger.sealed_events``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["SCOPE", "Span", "correlation_attributes", "count", "outcome_of", "span"]
+
+SCOPE = "effectledger"
+"""The instrumentation scope name of every span and metric."""
+
+Attribute = str | int | bool
+
+
+class Span:
+    """The span in progress (or nothing, without OpenTelemetry): add attributes as learned."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    def set(self, **attributes: Attribute | None) -> None:
+        """Set ``effectledger.<name>`` attributes; ``None`` values are left out."""
+        if self._span is not None:
+            for name, value in attributes.items():
+                if value is not None:
+                    self._span.set_attribute(_key(name), value)
+
+    def set_raw(self, name: str, value: Attribute | None) -> None:
+        """Set one attribute under its full name (a semantic-convention name)."""
+        if self._span is not None and value is not None:
+            self._span.set_attribute(name, value)
+
+
+@functools.cache
+def _api() -> Any:
+    try:
+        import opentelemetry.metrics
+        import opentelemetry.trace
+    except ImportError:
+        return None
+    return opentelemetry
+
+
+@functools.cache
+def _tracer() -> Any:
+    # A tracer got before the application sets its provider forwards to it once it is set.
+    return _api().trace.get_tracer(SCOPE)
+
+
+def _key(name: str) -> str:
+    return name if "." in name else f"{SCOPE}.{name}"
+
+
+@contextmanager
+def span(step: str, **attributes: Attribute | None) -> Iterator[Span]:
+    """A span ``effectledger.<step>`` around the block, with ``attributes`` (``None`` left out).
+
+    An exception leaving the block is recorded on the span and sets its status to error.
+    """
+    api = _api()
+    if api is None:
+        yield Span(None)
+        return
+    tracer = _tracer()
+    initial = {_key(k): v for k, v in attributes.items() if v is not None}
+    with tracer.start_as_current_span(f"{SCOPE}.{step}", attributes=initial) as current:
+        yield Span(current)
+
+
+def correlation_attributes(target: Span, correlation: Mapping[str, str] | None) -> None:
+    """Put the caller's tool-call and trace ids of a proposal's correlation on ``target``."""
+    if correlation:
+        target.set_raw("gen_ai.tool.call.id", correlation.get("tool_call_id"))
+        target.set_raw(f"{SCOPE}.correlation.trace_id", correlation.get("trace_id"))
+
+
+def outcome_of(answer: object) -> str:
+    """The outcome an answer names (``Accepted``, ``Unknown``...), or ``unrecognized`` for an
+    answer that is not an observation (the ledger records that as Unknown itself)."""
+    value = getattr(getattr(answer, "outcome", None), "value", None)
+    return value if isinstance(value, str) else "unrecognized"
+
+
+@functools.cache
+def _counter(name: str) -> Any:
+    return _api().metrics.get_meter(SCOPE).create_counter(f"{SCOPE}.{name}")
+
+
+def count(name: str, amount: int = 1, **attributes: Attribute) -> None:
+    """Add ``amount`` to the counter ``effectledger.<name>`` with ``attributes``."""
+    if amount and _api() is not None:
+        _counter(name).add(amount, {_key(k): v for k, v in attributes.items()})

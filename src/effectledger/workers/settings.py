@@ -1,0 +1,57 @@
+"""How often and with how many threads each loop of the :class:`~.runner.Worker` runs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from effectledger.errors import InvalidInput
+
+__all__ = ["WorkerSettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """Intervals in seconds, thread counts and batch sizes of the worker's loops.
+
+    ``dispatch_interval`` / ``recovery_interval`` / ``seal_interval``: how long a loop waits
+    after a pass that did not fill its batch (``seal_interval=None`` turns sealing off).
+    ``dispatch_threads`` / ``recovery_threads``: threads per loop (sealing runs in one).
+    ``batch``: operations a pass takes at most. ``backoff_initial`` / ``backoff_max``: the first
+    and the longest wait while the store does not answer (doubling in between).
+    """
+
+    dispatch_interval: float = 1.0
+    dispatch_threads: int = 1
+    recovery_interval: float = 5.0
+    recovery_threads: int = 1
+    seal_interval: float | None = 30.0
+    batch: int = 100
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("dispatch_interval", "recovery_interval", "backoff_initial", "backoff_max"):
+            _positive(name, getattr(self, name))
+        if self.seal_interval is not None:
+            _positive("seal_interval", self.seal_interval)
+        for name in ("dispatch_threads", "recovery_threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 256:
+                raise InvalidInput(f"{name} must be a whole number from 0 to 256", field=name)
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int):
+            raise InvalidInput("batch must be a whole number", field="batch")
+        if not 1 <= self.batch <= 10_000:
+            raise InvalidInput("batch must be from 1 to 10000", field="batch")
+        if self.backoff_max < self.backoff_initial:
+            raise InvalidInput("backoff_max must not be below backoff_initial", field="backoff_max")
+
+
+def _positive(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidInput(f"{name} must be a number of seconds greater than 0", field=name)
