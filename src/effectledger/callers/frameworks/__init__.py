@@ -1,0 +1,16 @@
+"""Agent frameworks: one module per framework, each an extra imported only when used.
+
+- :mod:`~effectledger.callers.frameworks.maf` — Microsoft Agent Framework (``[maf]``)
+- :mod:`~effectledger.callers.frameworks.openai_agents` — OpenAI Agents SDK (``[openai-agents]``)
+- :mod:`~effectledger.callers.frameworks.langgraph` — LangGraph / LangChain (``[langgraph]``)
+- :mod:`~effectledger.callers.frameworks.pydantic_ai` — Pydantic AI (``[pydantic-ai]``)
+
+Each keeps the framework's own approval pause and makes the ledger the gate at execution
+(:mod:`~effectledger.callers.frameworks.gate`): the pause carries only a proposal id and its
+digest, the identity comes from the host on every resume, and the effect happens only through
+``EffectLedger.perform``. See ``docs/frameworks.md``.
+"""
+
+from effectledger.callers.frameworks.gate import Grant, LedgerGate
+
+__all__ = ["Grant", "LedgerGate"]
