@@ -17,12 +17,13 @@ tool's own function is never called (reaching it means the middleware is missing
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from effectledger import Action, ActionHandle, Context, EffectLedger, Proposal
 from effectledger.callers.frameworks.gate import Grant, LedgerGate, result_text
-from effectledger.errors import NotPermitted
+from effectledger.errors import EffectLedgerError, NotPermitted
 from effectledger.extras import require_extra
 
 if TYPE_CHECKING:
@@ -92,12 +93,16 @@ class LedgerTool:
         arguments = context.arguments
         if not isinstance(arguments, Mapping):
             arguments = arguments.model_dump(mode="json")
-        result = self.gate.perform(
-            host.get(CONTEXT_KEY),
-            grants.get(call_id) if isinstance(call_id, str) else None,
-            tool_name=context.function.name,
-            arguments=arguments,
-        )
+        try:
+            result = self.gate.perform(
+                host.get(CONTEXT_KEY),
+                grants.get(call_id) if isinstance(call_id, str) else None,
+                tool_name=context.function.name,
+                arguments=arguments,
+            )
+        except EffectLedgerError as exc:
+            context.result = json.dumps({"error": exc.to_dict()}, separators=(",", ":"))
+            return
         context.result = result_text(result)
 
 
