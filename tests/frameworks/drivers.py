@@ -22,6 +22,14 @@ JSON = dict[str, Any]
 ACTION = "refund_order"
 
 
+class Answered(Exception):
+    """The tool answered without pausing (a refusal the model reads): its JSON."""
+
+    def __init__(self, answer: JSON) -> None:
+        super().__init__(answer)
+        self.answer = answer
+
+
 @dataclass
 class Paused:
     """What a host keeps at the pause: the saved state, the call id, its handle to resume."""
@@ -302,10 +310,16 @@ class PydanticAIDriver:
         )
 
     def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
-        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        from pydantic_ai import DeferredToolRequests
+        from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
 
         result = self._agent(arguments, call_id).run_sync("refund", deps=context)
         requests = result.output
+        if not isinstance(requests, DeferredToolRequests):  # the tool answered at once
+            (part,) = [
+                p for m in result.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)
+            ]
+            raise Answered(tool_json(part.content))
         saved = ModelMessagesTypeAdapter.dump_json(result.all_messages())
         return Paused(saved, call_id, requests)
 
