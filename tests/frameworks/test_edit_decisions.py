@@ -82,7 +82,7 @@ def test_langgraph_reviewer_edit_is_refused_then_proposed_anew(world: World) -> 
     assert ours.value["args"] == EDITED
     refused = graph.invoke(gate.resume({ours.id: original}), config, context=AGENT, version="v2")
     text = [m for m in refused.value["messages"] if m.type == "tool"][-1].content
-    answer = tool_json(text[text.index("{") :])  # after the middleware's note on the edit
+    answer = tool_json(text[text.rindex('{"outcome"') :])  # after the note on the edit
     assert (answer["outcome"], answer["reason"]) == ("denied", "digest_mismatch")
     assert world.receiver.counts().effects == 0
     # the edited call, proposed as itself (a new call id) and approved as shown, performs
