@@ -8,6 +8,7 @@ from many threads. The receiver's own effect count is the fact checked.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -135,3 +136,22 @@ def test_concurrent_resumes_make_one_effect(world: World, framework: str) -> Non
     assert sorted(outcomes) == ["performed"] + ["replayed"] * 7
     assert world.receiver.counts().effects == 1
     assert count_rows(world.store_url, "attempts") == 1
+
+
+def test_identity_edited_in_saved_state_acts_as_the_host(world: World, framework: str) -> None:
+    """An identity written into the saved state is ignored: the call acts as the host's actor."""
+    driver, paused, grant = paused_and_approved(world, framework)
+    forged = {"tenant_id": "acme", "actor_id": "mallory", "roles": ["approver"]}
+    if framework == "maf":
+        state = json.loads(paused.saved)
+        state["state"]["effectledger_context"] = forged
+        paused = Paused(json.dumps(state), paused.call_id, paused.handle)
+    elif framework == "openai_agents":
+        state = json.loads(paused.saved)
+        state["context"]["context"] = {"effectledger_context": forged, **forged}
+        paused = Paused(json.dumps(state), paused.call_id, paused.handle)
+    # LangGraph and Pydantic AI keep no identity in their saved state: runtime.context / deps
+    result = driver.resume(paused, AGENT, grant)
+    assert result["outcome"] == "performed"
+    assert world.app.operation(AGENT, result["operation_id"]).requester_id == AGENT.actor_id
+    assert world.receiver.counts().effects == 1
