@@ -313,7 +313,8 @@ class PydanticAIDriver:
         from pydantic_ai import DeferredToolRequests
         from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
 
-        result = self._agent(arguments, call_id).run_sync("refund", deps=context)
+        # ``asyncio.run``, not ``run_sync``: that one leaves a thread's event loop open
+        result = asyncio.run(self._agent(arguments, call_id).run("refund", deps=context))
         requests = result.output
         if not isinstance(requests, DeferredToolRequests):  # the tool answered at once
             (part,) = [
@@ -337,8 +338,10 @@ class PydanticAIDriver:
         if grant is None:
             results.approvals[paused.call_id] = True
         history = ModelMessagesTypeAdapter.validate_json(paused.saved)
-        out = self._agent({}, paused.call_id).run_sync(
-            message_history=history, deferred_tool_results=results, deps=context
+        out = asyncio.run(
+            self._agent({}, paused.call_id).run(
+                message_history=history, deferred_tool_results=results, deps=context
+            )
         )
         (part,) = [p for m in out.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
         return tool_json(part.content)

@@ -31,8 +31,6 @@ from tests.frameworks.drivers import DRIVERS, FRAMEWORKS, Driver, Paused
 
 pytestmark = [
     pytest.mark.parametrize("framework", FRAMEWORKS),
-    # An event loop one of the frameworks opens is closed only by the garbage collector.
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
 

@@ -63,7 +63,6 @@ class FrameworkCaller:
         return {"outcome": "recorded", **self.app.status(context, operation_id).to_dict()}
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_scenario_through_framework(

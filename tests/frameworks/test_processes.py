@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.parametrize("framework", FRAMEWORKS),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
 
