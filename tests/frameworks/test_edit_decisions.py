@@ -8,6 +8,7 @@ its own, approved as shown.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,12 @@ def test_pydantic_ai_override_args_is_refused(world: World) -> None:
         approvals={"call-1": ToolApproved(override_args=EDITED)},
         metadata={"call-1": Grant.of(proposal).to_dict()},
     )
-    out = driver._agent({}, "call-1").run_sync(
-        message_history=ModelMessagesTypeAdapter.validate_json(paused.saved),
-        deferred_tool_results=results,
-        deps=AGENT,
+    out = asyncio.run(
+        driver._agent({}, "call-1").run(
+            message_history=ModelMessagesTypeAdapter.validate_json(paused.saved),
+            deferred_tool_results=results,
+            deps=AGENT,
+        )
     )
     (part,) = [p for m in out.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
     answer = tool_json(part.content)
