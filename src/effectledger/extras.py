@@ -21,6 +21,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "receiver": ("starlette", "uvicorn", "httpx"),
     "server": ("fastapi", "uvicorn"),
     "mcp": ("mcp",),
+    "maf": ("agent_framework",),
+    "openai-agents": ("agents",),
+    "langgraph": ("langgraph", "langchain"),
+    "pydantic-ai": ("pydantic_ai",),
 }
 
 

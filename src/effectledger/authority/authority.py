@@ -85,7 +85,9 @@ class Authority:
         The proposer is the context's actor; the target, resource version, units, pool,
         destination, policy version and expiry come from the registered action, never from the
         arguments. ``operation_id`` (generated when omitted) must not name any other proposal,
-        operation or trail (:class:`OperationIdTaken`). Writes the proposal and
+        operation or trail (:class:`OperationIdTaken`), except that the same tool call proposed
+        again (same proposer, action and arguments under the same correlation ``tool_call_id``
+        and operation id) returns the proposal already recorded. Writes the proposal and
         ``ProposalRecorded`` in one transaction.
         """
         row = proposal_row(
@@ -96,8 +98,10 @@ class Authority:
             correlation=correlation,
             clock=self.ledger.clock,
         )
-        write(self._store, functools.partial(propose_in, ledger=self.ledger, row=row), "propose")
-        return proposal_from_row(row)
+        stored = write(
+            self._store, functools.partial(propose_in, ledger=self.ledger, row=row), "propose"
+        )
+        return proposal_from_row(stored)
 
     def get_proposal(self, context: Context, proposal_id: str) -> Proposal:
         """The tenant's proposal, its digest recomputed (:class:`TamperedProposal` if edited)."""

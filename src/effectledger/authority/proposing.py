@@ -7,6 +7,7 @@ arguments the model sent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,14 @@ from effectledger.model.operations import Context, to_micros, validate_identifie
 from effectledger.model.states import EventType
 from effectledger.store import Store, Transaction
 
-__all__ = ["MAX_UNITS", "approval_consumed_by", "get_proposal", "proposal_row", "propose_in"]
+__all__ = [
+    "MAX_UNITS",
+    "approval_consumed_by",
+    "get_proposal",
+    "proposal_row",
+    "propose_in",
+    "same_tool_call",
+]
 
 MAX_UNITS = 2**53 - 1  # what every JSON reader holds exactly
 
@@ -78,16 +86,21 @@ def proposal_row(
     }
 
 
-def propose_in(tx: Transaction, ledger: Ledger, row: Mapping[str, Any]) -> None:
+def propose_in(tx: Transaction, ledger: Ledger, row: Mapping[str, Any]) -> Mapping[str, Any]:
     """Store the proposal ``row`` and its ``ProposalRecorded`` event, on a trail of its own.
 
-    Raises :class:`OperationIdTaken` when the operation id already names another proposal,
-    operation or trail.
+    Returns the stored row: ``row``, or the proposal already recorded for the same tool call
+    (see :func:`same_tool_call`), which a repeated call gets back unchanged. Raises
+    :class:`OperationIdTaken` when the operation id already names another proposal, operation
+    or trail.
     """
     tenant_id, operation_id = row["tenant_id"], row["operation_id"]
     key = {"tenant_id": tenant_id, "operation_id": operation_id}
     lock_trail(tx, tenant_id, operation_id)
-    if tx.one("proposal_for_operation", key) or tx.one("event_head", key):
+    existing = tx.one("proposal_for_operation", key)
+    if existing is not None and same_tool_call(existing, row):
+        return existing
+    if existing or tx.one("event_head", key):
         raise OperationIdTaken(
             f"operation id {operation_id} is already taken", operation_id=operation_id
         )
@@ -101,6 +114,25 @@ def propose_in(tx: Transaction, ledger: Ledger, row: Mapping[str, Any]) -> None:
         event_type=EventType.PROPOSAL_RECORDED,
         evidence_reference=f"proposal/{row['proposal_id']}",
         details={"proposal_id": row["proposal_id"], "digest": row["digest"], "units": row["units"]},
+    )
+    return row
+
+
+def same_tool_call(existing: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether ``row`` repeats the stored proposal ``existing`` for one model tool call.
+
+    A framework may run a tool call again (LangGraph re-runs a node from its start on resume):
+    the same proposer, action, contract and normalized arguments under the same correlation
+    tool-call id is that call again. Anything else under a taken operation id is a conflict.
+    """
+    call = json.loads(row["correlation_json"]).get("tool_call_id")
+    return (
+        call is not None
+        and json.loads(existing["correlation_json"]).get("tool_call_id") == call
+        and all(
+            existing[field] == row[field]
+            for field in ("proposer_id", "action", "contract_version", "arguments_json")
+        )
     )
 
 

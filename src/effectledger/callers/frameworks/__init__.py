@@ -1,6 +1,16 @@
-"""Agent-framework adapters, one module per framework, each an extra imported lazily.
+"""Agent frameworks: one module per framework, each an extra imported only when used.
 
-Each adapter turns an :class:`~effectledger.EffectLedger` action into the framework's own tool,
-keeps the framework's approval pause, and makes the ledger the gate at execution time (see
-docs/frameworks.md and CONTRIBUTING.md, "Add a caller or a framework adapter").
+- :mod:`~effectledger.callers.frameworks.maf` — Microsoft Agent Framework (``[maf]``)
+- :mod:`~effectledger.callers.frameworks.openai_agents` — OpenAI Agents SDK (``[openai-agents]``)
+- :mod:`~effectledger.callers.frameworks.langgraph` — LangGraph / LangChain (``[langgraph]``)
+- :mod:`~effectledger.callers.frameworks.pydantic_ai` — Pydantic AI (``[pydantic-ai]``)
+
+Each keeps the framework's own approval pause and makes the ledger the gate at execution
+(:mod:`~effectledger.callers.frameworks.gate`): the pause carries only a proposal id and its
+digest, the identity comes from the host on every resume, and the effect happens only through
+``EffectLedger.perform``. See ``docs/frameworks.md``.
 """
+
+from effectledger.callers.frameworks.gate import Grant, LedgerGate
+
+__all__ = ["Grant", "LedgerGate"]

@@ -1,0 +1,119 @@
+"""Microsoft Agent Framework (``agent-framework-core``): a ledger action as an approval tool.
+
+:func:`ledger_tool` returns a ``FunctionTool`` with ``approval_mode="always_require"``, so MAF
+still surfaces its own ``function_approval_request`` (its UI and flow keep working), and a
+function middleware that makes the ledger the gate when MAF is about to run the call. The host:
+
+1. runs the agent; at the pause, proposes each requested call as its own trusted context
+   (:meth:`LedgerTool.propose`) and lets the reviewer approve the proposal in the ledger;
+2. resumes with MAF's approval response and ``function_invocation_kwargs=tool.resume(context,
+   grants)``: the identity and the grants come from the host on every resume, never from the
+   session, whose recorded request and arguments are unsigned.
+
+The middleware reads the call id and the arguments MAF is about to run, performs through the
+ledger (:class:`~effectledger.callers.frameworks.gate.LedgerGate`) and sets the result; the
+tool's own function is never called (reaching it means the middleware is missing: refused).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from effectledger import ActionHandle, Context, EffectLedger, Proposal
+from effectledger.actions import Action
+from effectledger.callers.frameworks.gate import Grant, LedgerGate, result_text
+from effectledger.errors import EffectLedgerError, NotPermitted
+from effectledger.extras import require_extra
+
+if TYPE_CHECKING:
+    from agent_framework import FunctionInvocationContext, FunctionTool
+
+__all__ = ["CONTEXT_KEY", "GRANTS_KEY", "LedgerTool", "ledger_tool"]
+
+CONTEXT_KEY = "effectledger_context"
+GRANTS_KEY = "effectledger_grants"
+FRAMEWORK = "agent-framework"
+
+
+class LedgerTool:
+    """A ledger action as a MAF tool (``.tool``) and the middleware that gates it."""
+
+    def __init__(self, ledger: EffectLedger, action: ActionHandle | Action | str) -> None:
+        require_extra("maf", "The Microsoft Agent Framework adapter")
+        from agent_framework import FunctionTool, function_middleware
+
+        self.gate = LedgerGate(ledger, action, framework=FRAMEWORK)
+        self.tool: FunctionTool = FunctionTool(
+            name=self.gate.name,
+            description=self.gate.action.description or f"Propose {self.gate.name}.",
+            approval_mode="always_require",
+            func=_unreachable,
+            input_model=self.gate.action.arguments,
+        )
+
+        async def effectledger_gate(
+            context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+        ) -> None:
+            await self._gate_call(context, call_next)
+
+        self.middleware = function_middleware(effectledger_gate)
+
+    def propose(self, context: Context, call_id: str, arguments: Mapping[str, Any]) -> Proposal:
+        """Propose a requested call as the host's ``context``; repeats return the same one."""
+        return self.gate.propose(context, call_id, arguments)
+
+    def propose_request(self, context: Context, request: Any) -> Proposal:
+        """Propose the call of a ``function_approval_request`` from ``user_input_requests``."""
+        call = request.function_call
+        return self.propose(context, call.call_id, call.parse_arguments() or {})
+
+    @staticmethod
+    def resume(context: Context, grants: Mapping[str, Grant | Proposal]) -> dict[str, Any]:
+        """The ``function_invocation_kwargs`` of a resume: the host's identity and grants."""
+        return {
+            CONTEXT_KEY: context,
+            GRANTS_KEY: {
+                call_id: Grant.of(grant) if isinstance(grant, Proposal) else grant
+                for call_id, grant in grants.items()
+            },
+        }
+
+    async def _gate_call(
+        self,
+        context: FunctionInvocationContext,
+        call_next: Callable[[], Awaitable[None]],
+    ) -> None:
+        if context.function.name != self.gate.name:
+            await call_next()
+            return
+        host = context.kwargs or {}
+        grants = host.get(GRANTS_KEY) or {}
+        call_id = (context.metadata or {}).get("call_id")
+        arguments = context.arguments
+        if not isinstance(arguments, Mapping):
+            arguments = arguments.model_dump(mode="json")
+        try:
+            result = self.gate.perform(
+                host.get(CONTEXT_KEY),
+                grants.get(call_id) if isinstance(call_id, str) else None,
+                tool_name=context.function.name,
+                arguments=arguments,
+            )
+        except EffectLedgerError as exc:
+            context.result = json.dumps({"error": exc.to_dict()}, separators=(",", ":"))
+            return
+        context.result = result_text(result)
+
+
+def ledger_tool(ledger: EffectLedger, action: ActionHandle | Action | str) -> LedgerTool:
+    """The MAF tool and gate middleware of ``action``: ``Agent(tools=[t.tool],
+    middleware=[t.middleware])``."""
+    return LedgerTool(ledger, action)
+
+
+def _unreachable(**arguments: Any) -> str:
+    raise NotPermitted(
+        "a ledger tool runs only through its effectledger middleware; add it to the agent"
+    )

@@ -1,0 +1,141 @@
+"""OpenAI Agents SDK (``openai-agents``): a ledger action as a ``needs_approval`` tool.
+
+:func:`ledger_tool` returns a ``FunctionTool`` with ``needs_approval=True``: the SDK still
+interrupts the run with its ``ToolApprovalItem`` and its ``RunState`` approve/reject flow. The
+tool's body is the gate: it reads the call id and the arguments the SDK is about to run, the
+identity and grants from the run context, and performs through the ledger. The host:
+
+1. runs the agent with ``context=tool.host(context)``; at the pause, proposes each
+   interruption as its own trusted context (:meth:`LedgerTool.propose_item`) and lets the
+   reviewer approve the proposal in the ledger; stores ``result.to_state().to_string()``;
+2. resumes with :meth:`LedgerTool.resume`, which loads the saved state with
+   ``context_override`` set to the host's identity and grants (a saved context is never
+   trusted: the SDK itself does not verify a snapshot's integrity), approves the interruptions
+   in the SDK and runs it. A run context without the host's identity is refused.
+
+The SDK's stored fingerprint is an unkeyed hash a state editor can recompute; the ledger's
+digest is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from effectledger import ActionHandle, Context, EffectLedger, Proposal
+from effectledger.actions import Action
+from effectledger.callers.frameworks.gate import Grant, LedgerGate, require_context, result_text
+from effectledger.errors import EffectLedgerError, InvalidInput
+from effectledger.extras import require_extra
+
+if TYPE_CHECKING:
+    from agents import Agent, FunctionTool, RunResult, ToolApprovalItem
+    from agents.tool_context import ToolContext
+
+__all__ = ["HostRun", "LedgerTool", "ledger_tool"]
+
+FRAMEWORK = "openai-agents"
+
+
+class HostRun:
+    """The run context of a host: its identity and grants, live objects a saved state lacks.
+
+    It is not a mapping, so the SDK does not serialize it into a saved ``RunState``; a state
+    resumed without ``context_override`` has no ``HostRun`` and its calls are refused.
+    """
+
+    __slots__ = ("context", "grants")
+
+    def __init__(
+        self, context: Context, grants: Mapping[str, Grant | Proposal] | None = None
+    ) -> None:
+        self.context = require_context(context, "an OpenAI Agents run")
+        self.grants: dict[str, Grant] = {
+            call_id: Grant.of(grant) if isinstance(grant, Proposal) else grant
+            for call_id, grant in (grants or {}).items()
+        }
+
+
+class LedgerTool:
+    """A ledger action as an OpenAI Agents tool (``.tool``) whose body is the ledger's gate."""
+
+    def __init__(self, ledger: EffectLedger, action: ActionHandle | Action | str) -> None:
+        require_extra("openai-agents", "The OpenAI Agents adapter")
+        from agents import FunctionTool
+
+        self.gate = LedgerGate(ledger, action, framework=FRAMEWORK)
+        self.tool: FunctionTool = FunctionTool(
+            name=self.gate.name,
+            description=self.gate.action.description or f"Propose {self.gate.name}.",
+            params_json_schema=self.gate.action.json_schema(),
+            on_invoke_tool=self._invoke,
+            strict_json_schema=False,
+            needs_approval=True,
+        )
+
+    @staticmethod
+    def host(context: Context, grants: Mapping[str, Grant | Proposal] | None = None) -> HostRun:
+        """The run context the host passes: its identity and the grants of approved calls."""
+        return HostRun(context, grants)
+
+    def propose_item(self, context: Context, item: ToolApprovalItem) -> Proposal:
+        """Propose an interruption's call as the host's ``context``; repeats return the same."""
+        if item.tool_name != self.gate.name or not isinstance(item.call_id, str):
+            raise InvalidInput(f"this interruption is not a call of {self.gate.name}")
+        arguments = json.loads(item.arguments or "{}")
+        return self.gate.propose(context, item.call_id, arguments)
+
+    def propose_interruptions(self, context: Context, result: RunResult) -> dict[str, Proposal]:
+        """Propose every interruption of this tool in ``result``, by call id."""
+        return {
+            str(item.call_id): self.propose_item(context, item)
+            for item in result.interruptions
+            if item.tool_name == self.gate.name
+        }
+
+    async def resume(
+        self,
+        agent: Agent[Any],
+        saved: str,
+        context: Context,
+        grants: Mapping[str, Grant | Proposal],
+    ) -> RunResult:
+        """Resume the saved run as the host's ``context``: never with the saved context."""
+        from agents import RunContextWrapper, Runner, RunState
+
+        host = self.host(context, grants)
+        state = await RunState.from_string(
+            agent, saved, context_override=RunContextWrapper(context=host)
+        )
+        for item in state.get_interruptions():
+            if item.tool_name == self.gate.name:
+                state.approve(item)
+        return await Runner.run(agent, state)
+
+    async def _invoke(self, tool_context: ToolContext[Any], input_json: str) -> str:
+        host = tool_context.context
+        # Only a live HostRun is the host's: a context restored from a saved state is data.
+        context = host.context if isinstance(host, HostRun) else None
+        grants = host.grants if isinstance(host, HostRun) else {}
+        try:
+            arguments = json.loads(input_json or "{}")
+            if not isinstance(arguments, Mapping):
+                raise InvalidInput("tool arguments must be a JSON object")
+            result = await asyncio.to_thread(
+                self.gate.perform,
+                context,
+                grants.get(tool_context.tool_call_id),
+                tool_name=tool_context.tool_name,
+                arguments=arguments,
+            )
+        except (EffectLedgerError, ValueError) as exc:
+            error = exc if isinstance(exc, EffectLedgerError) else InvalidInput(str(exc))
+            return json.dumps({"error": error.to_dict()}, separators=(",", ":"))
+        return result_text(result)
+
+
+def ledger_tool(ledger: EffectLedger, action: ActionHandle | Action | str) -> LedgerTool:
+    """The OpenAI Agents tool of ``action``: ``Agent(tools=[t.tool])``."""
+    return LedgerTool(ledger, action)

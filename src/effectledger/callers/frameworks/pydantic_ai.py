@@ -1,0 +1,106 @@
+"""Pydantic AI (``pydantic-ai-slim``): a ledger action as a deferred tool that needs approval.
+
+:func:`ledger_tool` returns a ``Tool`` for ``Agent(..., tools=[tool], output_type=[str,
+DeferredToolRequests], deps_type=...)``. On the model's call the tool proposes it as the
+identity in ``ctx.deps`` and raises Pydantic AI's own ``ApprovalRequired`` with the grant as
+metadata, so the run ends with ``DeferredToolRequests`` as usual (``.metadata[call_id]`` is
+``{"proposal_id", "digest"}``). The host lets the reviewer approve the proposal in the ledger
+and resumes with ``DeferredToolResults(approvals={call_id: True}, metadata={call_id: grant})``
+and its identity in ``deps=`` (:func:`approved`).
+
+On the approved call the tool rereads the proposal as ``ctx.deps``, compares the arguments it
+is about to run (an edited message history, a ``ToolApproved(override_args=...)``) and performs
+through the ledger: a repeat is ``replayed``, other arguments ``digest_mismatch``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from effectledger import ActionHandle, Context, EffectLedger, Proposal
+from effectledger.actions import Action
+from effectledger.callers.frameworks.gate import Grant, LedgerGate, require_context, result_text
+from effectledger.errors import EffectLedgerError, InvalidInput
+from effectledger.extras import require_extra
+
+if TYPE_CHECKING:
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, RunContext, Tool
+
+__all__ = ["approved", "ledger_tool"]
+
+FRAMEWORK = "pydantic-ai"
+
+ContextOf = Callable[[Any], object]
+
+
+def deps_context(deps: Any) -> object:
+    """The host's identity in ``deps``: itself, or its ``context`` attribute."""
+    return deps if isinstance(deps, Context) else getattr(deps, "context", None)
+
+
+def ledger_tool(
+    ledger: EffectLedger,
+    action: ActionHandle | Action | str,
+    *,
+    context_of: ContextOf = deps_context,
+) -> Tool[Any]:
+    """The deferred tool of ``action``; ``context_of`` reads the host's Context from ``deps``."""
+    require_extra("pydantic-ai", "The Pydantic AI adapter")
+    from pydantic_ai import ApprovalRequired, Tool
+
+    gate = LedgerGate(ledger, action, framework=FRAMEWORK)
+
+    def effectledger_call(ctx: RunContext[Any], **arguments: Any) -> str:
+        try:
+            who = require_context(context_of(ctx.deps), "a Pydantic AI run (deps=...)")
+            if not ctx.tool_call_approved:
+                if not ctx.tool_call_id:
+                    raise InvalidInput("a tool call needs its id", field="tool_call_id")
+                proposal = gate.propose(who, ctx.tool_call_id, arguments)
+                raise ApprovalRequired(metadata=Grant.of(proposal).to_dict())
+            metadata = ctx.tool_call_metadata
+            result = gate.perform(
+                who,
+                Grant.coerce(metadata) if metadata else None,
+                tool_name=ctx.tool_name or "",
+                arguments=arguments,
+            )
+        except EffectLedgerError as exc:
+            return json.dumps({"error": exc.to_dict()}, separators=(",", ":"))
+        return result_text(result)
+
+    return Tool.from_schema(
+        effectledger_call,
+        name=gate.name,
+        description=gate.action.description or f"Propose {gate.name}.",
+        json_schema=gate.action.json_schema(),
+        takes_ctx=True,
+    )
+
+
+def approved(
+    requests: DeferredToolRequests | Mapping[str, Grant | Proposal],
+) -> DeferredToolResults:
+    """The ``DeferredToolResults`` that resume the paused calls with their grants.
+
+    Give the run's ``DeferredToolRequests`` (its metadata holds the grants the tool attached),
+    or the host's own ``{call_id: grant}``.
+    """
+    require_extra("pydantic-ai", "The Pydantic AI adapter")
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults
+
+    if isinstance(requests, DeferredToolRequests):
+        grants = {
+            call.tool_call_id: requests.metadata.get(call.tool_call_id, {})
+            for call in requests.approvals
+        }
+    else:
+        grants = {
+            call_id: (Grant.of(grant) if isinstance(grant, Proposal) else grant).to_dict()
+            for call_id, grant in requests.items()
+        }
+    return DeferredToolResults(
+        approvals=dict.fromkeys(grants, True), metadata={k: dict(v) for k, v in grants.items()}
+    )

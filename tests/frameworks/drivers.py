@@ -1,0 +1,392 @@
+"""One driver per framework: pause a scripted model's refund call, save the state, resume it.
+
+Each driver runs the framework's own agent loop offline (its scripted or test model), keeps the
+state a host would store at the pause (a MAF session, an OpenAI Agents ``RunState`` string, a
+LangGraph checkpoint, a Pydantic AI message history) and resumes it as a host would, with the
+identity and grant the test gives. ``edited`` returns the saved state with the refund's amount
+changed wherever the framework keeps it, its own integrity data included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from effectledger import Context, EffectLedger, Proposal
+from effectledger.callers.frameworks.gate import Grant
+
+JSON = dict[str, Any]
+ACTION = "refund_order"
+
+
+class Answered(Exception):
+    """The tool answered without pausing (a refusal the model reads): its JSON."""
+
+    def __init__(self, answer: JSON) -> None:
+        super().__init__(answer)
+        self.answer = answer
+
+
+@dataclass
+class Paused:
+    """What a host keeps at the pause: the saved state, the call id, its handle to resume."""
+
+    saved: Any
+    call_id: str
+    handle: Any = None
+
+
+class Driver(Protocol):
+    """Pause a call of ``refund_order`` and resume the saved state."""
+
+    name: str
+
+    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused: ...
+
+    def propose(self, context: Context, paused: Paused) -> Proposal: ...
+
+    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON: ...
+
+    def edited(self, paused: Paused, amount: int) -> Paused: ...
+
+
+def tool_json(text: str) -> JSON:
+    """The JSON a ledger tool answered."""
+    data: JSON = json.loads(text)
+    return data
+
+
+# -- Microsoft Agent Framework -----------------------------------------------------------------
+
+
+class MAFDriver:
+    """``Agent`` with a scripted ``BaseChatClient``; the session dict is the saved state."""
+
+    name = "maf"
+
+    def __init__(self, app: EffectLedger) -> None:
+        from effectledger.callers.frameworks.maf import ledger_tool
+
+        self.adapter = ledger_tool(app, ACTION)
+
+    def _agent(self, arguments: Mapping[str, Any], call_id: str) -> Any:
+        from agent_framework import (
+            Agent,
+            BaseChatClient,
+            ChatMiddlewareLayer,
+            ChatResponse,
+            Content,
+            FunctionInvocationLayer,
+            Message,
+        )
+
+        class Scripted(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  # type: ignore[misc]
+            async def _answer(self, messages: Any) -> Any:
+                if any(c.type == "function_result" for m in messages for c in m.contents):
+                    return ChatResponse(messages=[Message("assistant", ["done"])])
+                call = Content.from_function_call(
+                    call_id=call_id, name=ACTION, arguments=dict(arguments)
+                )
+                return ChatResponse(messages=[Message("assistant", [call])])
+
+            def _inner_get_response(
+                self, *, messages: Any, stream: Any, options: Any, **kw: Any
+            ) -> Any:
+                return self._answer(messages)
+
+        return Agent(
+            client=Scripted(),
+            name="refunds",
+            tools=[self.adapter.tool],
+            middleware=[self.adapter.middleware],
+        )
+
+    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+        agent = self._agent(arguments, call_id)
+        session = agent.create_session()
+        response = asyncio.run(agent.run("refund", session=session))
+        (request,) = response.user_input_requests
+        saved = json.dumps(session.to_dict(), default=str)
+        return Paused(saved, request.function_call.call_id, request)
+
+    def propose(self, context: Context, paused: Paused) -> Proposal:
+        return self.adapter.propose_request(context, paused.handle)
+
+    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+        from agent_framework import AgentSession, Message
+
+        agent = self._agent({}, paused.call_id)
+        session = AgentSession.from_dict(json.loads(paused.saved))
+        kwargs: dict[str, Any] = {}
+        if context is not None:
+            kwargs = self.adapter.resume(context, {} if grant is None else {paused.call_id: grant})
+        answer = paused.handle.to_function_approval_response(True)
+        response = asyncio.run(
+            agent.run(Message("user", [answer]), session=session, function_invocation_kwargs=kwargs)
+        )
+        (result,) = [
+            c for m in response.messages for c in m.contents if c.type == "function_result"
+        ]
+        return tool_json(result.result)
+
+    def edited(self, paused: Paused, amount: int) -> Paused:
+        state = json.loads(paused.saved)
+        _replace_amount(state, amount)
+        return Paused(json.dumps(state), paused.call_id, paused.handle)
+
+
+# -- OpenAI Agents SDK --------------------------------------------------------------------------
+
+
+class OpenAIAgentsDriver:
+    """``Runner.run`` with ``agents.testing.ScriptedModel``; ``RunState.to_string()`` is saved."""
+
+    name = "openai_agents"
+
+    def __init__(self, app: EffectLedger) -> None:
+        from effectledger.callers.frameworks.openai_agents import ledger_tool
+
+        self.adapter = ledger_tool(app, ACTION)
+
+    def _agent(self, arguments: Mapping[str, Any] | None, call_id: str) -> Any:
+        from agents import Agent
+        from agents.testing import ScriptedModel, assistant_message, function_call
+
+        turns: list[Any] = [[assistant_message("done")]] * 4
+        if arguments is not None:
+            turns = [[function_call(ACTION, dict(arguments), call_id=call_id)], *turns]
+        return Agent(name="refunds", model=ScriptedModel(turns), tools=[self.adapter.tool])
+
+    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+        from agents import Runner
+
+        agent = self._agent(arguments, call_id)
+        result = asyncio.run(Runner.run(agent, "refund", context=self.adapter.host(context)))
+        (item,) = result.interruptions
+        return Paused(result.to_state().to_string(), str(item.call_id), item)
+
+    def propose(self, context: Context, paused: Paused) -> Proposal:
+        return self.adapter.propose_item(context, paused.handle)
+
+    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+        from agents import Runner, RunState
+
+        agent = self._agent(None, paused.call_id)
+        if context is None:  # what a host that forgets context_override does
+            state = asyncio.run(RunState.from_string(agent, paused.saved))
+            for item in state.get_interruptions():
+                state.approve(item)
+            result = asyncio.run(Runner.run(agent, state))
+        else:
+            grants = {} if grant is None else {paused.call_id: grant}
+            result = asyncio.run(self.adapter.resume(agent, paused.saved, context, grants))
+        (output,) = [i.output for i in result.new_items if i.type == "tool_call_output_item"]
+        return tool_json(output)
+
+    def edited(self, paused: Paused, amount: int) -> Paused:
+        state = json.loads(paused.saved)
+        _replace_amount(state, amount)
+        # the SDK's fingerprint is an unkeyed hash of public fields: an editor drops it
+        state["context"]["tool_invocations"] = {}
+        return Paused(json.dumps(state), paused.call_id, paused.handle)
+
+
+# -- LangGraph ----------------------------------------------------------------------------------
+
+
+class LangGraphDriver:
+    """``create_agent`` with a fake chat model and an ``InMemorySaver``; the checkpoint is saved."""
+
+    name = "langgraph"
+
+    def __init__(self, app: EffectLedger) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from effectledger.callers.frameworks.langgraph import ledger_middleware
+
+        self.adapter = ledger_middleware(app, ACTION)
+        self.saver = InMemorySaver()
+        self.threads = 0
+
+    def _agent(self, arguments: Mapping[str, Any] | None, call_id: str) -> Any:
+        from langchain.agents import create_agent
+        from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+        from langchain_core.messages import AIMessage
+
+        class Model(FakeMessagesListChatModel):
+            def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+                return self
+
+        responses: list[Any] = [AIMessage(content="done")] * 4
+        if arguments is not None:
+            call = {"name": ACTION, "args": dict(arguments), "id": call_id}
+            responses = [AIMessage(content="", tool_calls=[call]), *responses]
+        return create_agent(
+            Model(responses=responses),
+            checkpointer=self.saver,
+            middleware=[self.adapter.middleware],
+        )
+
+    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+        self.threads += 1
+        config = {"configurable": {"thread_id": f"thread-{self.threads}"}}
+        agent = self._agent(arguments, call_id)
+        result = agent.invoke(
+            {"messages": [{"role": "user", "content": "refund"}]},
+            config,
+            context=context,
+            version="v2",
+        )
+        (interrupt,) = result.interrupts
+        return Paused(agent.get_state(config).config, call_id, interrupt)
+
+    def propose(self, context: Context, paused: Paused) -> Proposal:
+        return self.adapter.propose(context, paused.handle)
+
+    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+        from langgraph.types import Command
+
+        agent = self._agent(None, paused.call_id)
+        command = (
+            Command(resume={paused.handle.id: None})
+            if grant is None
+            else self.adapter.resume({paused.handle.id: grant})
+        )
+        out = agent.invoke(command, paused.saved, context=context, version="v2")
+        (message,) = [m for m in out.value["messages"] if m.type == "tool"][-1:]
+        return tool_json(message.content)
+
+    def edited(self, paused: Paused, amount: int) -> Paused:
+        """The checkpoint store edited in place: channel blobs and pending writes (Send packets)."""
+        saver = self.saver
+        for key, (kind, blob) in list(saver.blobs.items()):
+            if kind != "empty":
+                value = saver.serde.loads_typed((kind, blob))
+                if _replace_amount(value, amount):
+                    saver.blobs[key] = saver.serde.dumps_typed(value)
+        for inner in saver.writes.values():
+            for k, (task_id, channel, typed, path) in list(inner.items()):
+                value = saver.serde.loads_typed(typed)
+                if _replace_amount(value, amount):
+                    inner[k] = (task_id, channel, saver.serde.dumps_typed(value), path)
+        return paused
+
+
+# -- Pydantic AI --------------------------------------------------------------------------------
+
+
+class PydanticAIDriver:
+    """``Agent`` with a ``FunctionModel``; the message history as JSON is the saved state."""
+
+    name = "pydantic_ai"
+
+    def __init__(self, app: EffectLedger) -> None:
+        from effectledger.callers.frameworks.pydantic_ai import ledger_tool
+
+        self.tool = ledger_tool(app, ACTION)
+        self.proposals: dict[str, Proposal] = {}
+        self.app = app
+
+    def _agent(self, arguments: Mapping[str, Any], call_id: str) -> Any:
+        from pydantic_ai import Agent, DeferredToolRequests
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+        from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+        def model(messages: Any, info: AgentInfo) -> ModelResponse:
+            if any(isinstance(p, ToolReturnPart) for p in messages[-1].parts):
+                return ModelResponse(parts=[TextPart("done")])
+            return ModelResponse(
+                parts=[ToolCallPart(ACTION, dict(arguments), tool_call_id=call_id)]
+            )
+
+        return Agent(
+            FunctionModel(model),
+            output_type=[str, DeferredToolRequests],  # type: ignore[arg-type]
+            deps_type=Context,
+            tools=[self.tool],
+        )
+
+    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+        from pydantic_ai import DeferredToolRequests
+        from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
+
+        # ``asyncio.run``, not ``run_sync``: that one leaves a thread's event loop open
+        result = asyncio.run(self._agent(arguments, call_id).run("refund", deps=context))
+        requests = result.output
+        if not isinstance(requests, DeferredToolRequests):  # the tool answered at once
+            (part,) = [
+                p for m in result.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)
+            ]
+            raise Answered(tool_json(part.content))
+        saved = ModelMessagesTypeAdapter.dump_json(result.all_messages())
+        return Paused(saved, call_id, requests)
+
+    def propose(self, context: Context, paused: Paused) -> Proposal:
+        # the tool proposed at the pause, as ``deps``; its grant is the request's metadata
+        grant = paused.handle.metadata[paused.call_id]
+        return self.app.proposal(context, grant["proposal_id"])
+
+    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
+
+        from effectledger.callers.frameworks.pydantic_ai import approved
+
+        results = approved({} if grant is None else {paused.call_id: grant})
+        if grant is None:
+            results.approvals[paused.call_id] = True
+        history = ModelMessagesTypeAdapter.validate_json(paused.saved)
+        out = asyncio.run(
+            self._agent({}, paused.call_id).run(
+                message_history=history, deferred_tool_results=results, deps=context
+            )
+        )
+        (part,) = [p for m in out.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+        return tool_json(part.content)
+
+    def edited(self, paused: Paused, amount: int) -> Paused:
+        history = json.loads(paused.saved)
+        _replace_amount(history, amount)
+        return Paused(json.dumps(history).encode(), paused.call_id, paused.handle)
+
+
+DRIVERS = {
+    driver.name: driver
+    for driver in (MAFDriver, OpenAIAgentsDriver, LangGraphDriver, PydanticAIDriver)
+}
+FRAMEWORKS = tuple(DRIVERS)
+
+
+def _replace_amount(value: Any, amount: int, seen: dict[int, Any] | None = None) -> bool:
+    """Set every ``amount_minor`` to ``amount`` wherever it sits, in JSON text too."""
+    seen = {} if seen is None else seen
+    if id(value) in seen:
+        return False
+    seen[id(value)] = value  # held, so that no id is reused while the walk lasts
+    hit = False
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            if key == "amount_minor" and isinstance(item, int):
+                value[key] = amount
+                hit = True
+            elif isinstance(item, str) and '"amount_minor"' in item:
+                try:
+                    inner = json.loads(item)
+                except ValueError:
+                    continue
+                if _replace_amount(inner, amount, seen):
+                    value[key] = json.dumps(inner)
+                    hit = True
+            else:
+                hit |= _replace_amount(item, amount, seen)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            hit |= _replace_amount(item, amount, seen)
+    elif hasattr(value, "__dict__") or hasattr(type(value), "__slots__"):
+        attributes = list(getattr(value, "__dict__", {}).values())
+        attributes += [getattr(value, a, None) for a in getattr(type(value), "__slots__", ())]
+        for item in attributes:
+            hit |= _replace_amount(item, amount, seen)
+    return hit

@@ -1,0 +1,104 @@
+"""A tool call proposed again is the same proposal; other content under its id is a conflict.
+
+Raced by 16 threads and by 4 processes on both backends, counting proposal rows.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+import pytest
+
+from effectledger import Context, ManualClock, OperationIdTaken
+from effectledger.callers.frameworks.gate import LedgerGate
+from tests.callers.scenarios import AGENT, MALLORY, REFUND_30, build_world, fresh_world
+from tests.conftest import count_rows
+
+
+def test_same_call_returns_the_recorded_proposal(store_url: str, tmp_path: Path) -> None:
+    """The same actor, call id and arguments give back one proposal; other arguments conflict."""
+    with fresh_world(store_url, tmp_path) as world:
+        gate = LedgerGate(world.app, "refund_order", framework="langgraph")
+        first = gate.propose(AGENT, "call-1", REFUND_30)
+        assert gate.propose(AGENT, "call-1", REFUND_30) == first
+        with pytest.raises(OperationIdTaken):
+            gate.propose(AGENT, "call-1", {**REFUND_30, "amount_minor": 35})
+        other = gate.propose(MALLORY, "call-1", REFUND_30)
+        assert other.proposal_id != first.proposal_id
+        assert count_rows(store_url, "proposals") == 2
+        assert count_rows(store_url, "audit_events", "event_type = 'ProposalRecorded'") == 2
+
+
+def test_same_operation_id_without_call_id_stays_taken(store_url: str, tmp_path: Path) -> None:
+    """Without a tool-call id, a taken operation id is refused as before."""
+    with fresh_world(store_url, tmp_path) as world:
+        world.app.propose(AGENT, "refund_order", REFUND_30, operation_id="op-fixed")
+        with pytest.raises(OperationIdTaken):
+            world.app.propose(AGENT, "refund_order", REFUND_30, operation_id="op-fixed")
+        assert count_rows(store_url, "proposals") == 1
+
+
+def test_sixteen_threads_propose_one_call(store_url: str, tmp_path: Path) -> None:
+    """Sixteen threads proposing the same call at once store one proposal, all get its id."""
+    with fresh_world(store_url, tmp_path) as world:
+        gate = LedgerGate(world.app, "refund_order", framework="langgraph")
+        barrier = threading.Barrier(16)
+        ids: list[str] = []
+        lock = threading.Lock()
+
+        def propose() -> None:
+            barrier.wait(timeout=30)
+            proposal_id = gate.propose(AGENT, "call-1", REFUND_30).proposal_id
+            with lock:
+                ids.append(proposal_id)
+
+        threads = [threading.Thread(target=propose) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(ids) == 16
+        assert len(set(ids)) == 1
+        assert count_rows(store_url, "proposals") == 1
+
+
+def _propose_in_process(store_url: str, directory: str, start: object, out: object) -> None:
+    world = build_world(store_url, Path(directory), ManualClock())
+    try:
+        gate = LedgerGate(world.app, "refund_order", framework="langgraph")
+        start.wait(timeout=60)  # type: ignore[attr-defined]
+        proposal = gate.propose(
+            Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"})),
+            "call-1",
+            REFUND_30,
+        )
+        out.put(proposal.proposal_id)  # type: ignore[attr-defined]
+    finally:
+        world.close()
+
+
+@pytest.mark.slow
+def test_four_processes_propose_one_call(store_url: str, tmp_path: Path) -> None:
+    """Four processes proposing the same call at once store one proposal, all get its id."""
+    with fresh_world(store_url, tmp_path / "setup"):
+        pass  # the schema exists before the racers start
+    spawn = multiprocessing.get_context("spawn")
+    start, out = spawn.Event(), spawn.Queue()
+    processes = [
+        spawn.Process(
+            target=_propose_in_process, args=(store_url, str(tmp_path / f"p{n}"), start, out)
+        )
+        for n in range(4)
+    ]
+    for process in processes:
+        (tmp_path / f"p{processes.index(process)}").mkdir()
+        process.start()
+    start.set()
+    ids = [out.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert len(set(ids)) == 1
+    assert count_rows(store_url, "proposals") == 1
