@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from effectledger.access import require_reader, visible_operation, visible_proposal
 from effectledger.actions import Action
+from effectledger.app_review import ReviewerViews
 from effectledger.catalog import ActionCatalog
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
@@ -101,7 +102,7 @@ def connect(
         raise
 
 
-class EffectLedger(ActionCatalog):
+class EffectLedger(ReviewerViews, ActionCatalog):
     """Store, ledger, registry and service for one application (see the module docstring).
 
     Thread-safe for concurrent calls once the actions are declared; declare them at start-up.
@@ -151,7 +152,7 @@ class EffectLedger(ActionCatalog):
         )
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
-        """The proposal, its digest recomputed (what a reviewer page shows).
+        """The proposal, its digest recomputed (what a reviewer page shows; ``pending`` lists them).
 
         Its proposer and the tenant's reviewers see it; to anyone else it is ``NotFound``.
         """

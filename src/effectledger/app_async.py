@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,6 +28,7 @@ from effectledger.ledger import LedgerSettings
 from effectledger.model import AuditEvent, Context, DispatchResult, Observation, Operation
 from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
+from effectledger.queue import PendingPage, QueueOrder
 from effectledger.recovery import RecoveryReport
 
 if TYPE_CHECKING:
@@ -113,6 +114,31 @@ class AsyncEffectLedger:
     async def proposal(self, context: Context, proposal_id: str) -> Proposal:
         """:meth:`EffectLedger.proposal`, awaitable."""
         return await self._call(self.sync.proposal, context, proposal_id)
+
+    async def pending(
+        self,
+        context: Context,
+        *,
+        action: str | None = None,
+        pool: str | None = None,
+        proposer: str | None = None,
+        expiring_before: datetime | None = None,
+        order: QueueOrder | str = QueueOrder.EXPIRING,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> PendingPage:
+        """:meth:`EffectLedger.pending`, awaitable."""
+        return await self._call(
+            self.sync.pending,
+            context,
+            action=action,
+            pool=pool,
+            proposer=proposer,
+            expiring_before=expiring_before,
+            order=order,
+            limit=limit,
+            after=after,
+        )
 
     async def approve(
         self,

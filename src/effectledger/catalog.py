@@ -57,7 +57,7 @@ class ActionCatalog:
         target: Callable[[Any], str] | None = None,
         version: Callable[[Context, str], str] | None = None,
         policy: Policy | None = None,
-        ttl: timedelta = timedelta(minutes=15),
+        ttl: timedelta | None = None,
         description: str = "",
     ) -> Callable[[SubmitFunction], ActionHandle]: ...
 
@@ -74,7 +74,7 @@ class ActionCatalog:
         target: Callable[[Any], str] | None = None,
         version: Callable[[Context, str], str] | None = None,
         policy: Policy | None = None,
-        ttl: timedelta = timedelta(minutes=15),
+        ttl: timedelta | None = None,
         description: str = "",
     ) -> ActionHandle: ...
 
@@ -92,7 +92,7 @@ class ActionCatalog:
         target: Callable[[Any], str] | None = None,
         version: Callable[[Context, str], str] | None = None,
         policy: Policy | None = None,
-        ttl: timedelta = timedelta(minutes=15),
+        ttl: timedelta | None = None,
         description: str = "",
     ) -> Callable[[SubmitFunction], ActionHandle] | ActionHandle:
         """Declare a consequential action.
@@ -104,7 +104,8 @@ class ActionCatalog:
         at once. ``pool`` and ``units`` draw capacity (none unless a pool is named);
         ``target`` and ``version`` name the resource acted on and read its current version;
         ``policy`` defaults to approval required for every effect; ``ttl`` bounds how long a
-        proposal may wait.
+        proposal may wait for its decision and admission (default: the ledger settings'
+        ``proposal_ttl``, 15 minutes).
         """
         declaration = Declaration(
             contract=contract,
@@ -113,7 +114,7 @@ class ActionCatalog:
             target=target,
             version=version,
             policy=policy,
-            ttl=ttl,
+            ttl=self.ledger.settings.proposal_ttl if ttl is None else ttl,
             description=description,
         )
         if destination is not None:

@@ -309,6 +309,75 @@ WHERE a.tenant_id = %(tenant_id)s AND a.proposal_id = %(proposal_id)s AND a.deci
   )
 ORDER BY a.decided_us, a.approval_id;
 
+-- name: proposals_pending_expiring
+-- The reviewer's queue, soonest-expiring first: the tenant's unexpired proposals that are not
+-- admitted and not denied, after the cursor (expiry, id), each with the number of distinct
+-- approvers whose live grant of its digest is recorded and whether the reviewer is one of them.
+-- An empty filter matches every value.
+SELECT p.*,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g
+           WHERE g.tenant_id = p.tenant_id AND g.proposal_id = p.proposal_id
+             AND g.digest = p.digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > %(now_us)s
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m
+           WHERE m.tenant_id = p.tenant_id AND m.proposal_id = p.proposal_id
+             AND m.approver_id = %(reviewer_id)s AND m.decision = 'granted'
+             AND m.expires_us > %(now_us)s
+       ) AS reviewer_approved
+FROM proposals AS p
+WHERE p.tenant_id = %(tenant_id)s AND p.expires_us > %(now_us)s AND p.expires_us < %(expiring_before)s
+  AND (p.expires_us > %(after_us)s OR (p.expires_us = %(after_us)s AND p.proposal_id > %(after_id)s))
+  AND (%(action)s = '' OR p.action = %(action)s)
+  AND (%(pool)s = '' OR p.pool = %(pool)s)
+  AND (%(proposer_id)s = '' OR p.proposer_id = %(proposer_id)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM operations AS o
+      WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approvals AS d
+      WHERE d.tenant_id = p.tenant_id AND d.proposal_id = p.proposal_id AND d.decision = 'denied'
+  )
+ORDER BY p.expires_us, p.proposal_id
+LIMIT %(limit)s;
+
+-- name: proposals_pending_newest
+-- The reviewer's queue, newest first: as proposals_pending_expiring, walking back from the
+-- cursor (creation time, id).
+SELECT p.*,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g
+           WHERE g.tenant_id = p.tenant_id AND g.proposal_id = p.proposal_id
+             AND g.digest = p.digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > %(now_us)s
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m
+           WHERE m.tenant_id = p.tenant_id AND m.proposal_id = p.proposal_id
+             AND m.approver_id = %(reviewer_id)s AND m.decision = 'granted'
+             AND m.expires_us > %(now_us)s
+       ) AS reviewer_approved
+FROM proposals AS p
+WHERE p.tenant_id = %(tenant_id)s AND p.created_us <= %(after_us)s
+  AND (p.created_us < %(after_us)s OR p.proposal_id < %(after_id)s)
+  AND p.expires_us > %(now_us)s AND p.expires_us < %(expiring_before)s
+  AND (%(action)s = '' OR p.action = %(action)s)
+  AND (%(pool)s = '' OR p.pool = %(pool)s)
+  AND (%(proposer_id)s = '' OR p.proposer_id = %(proposer_id)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM operations AS o
+      WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approvals AS d
+      WHERE d.tenant_id = p.tenant_id AND d.proposal_id = p.proposal_id AND d.decision = 'denied'
+  )
+ORDER BY p.created_us DESC, p.proposal_id DESC
+LIMIT %(limit)s;
+
 -- name: approval_insert
 INSERT INTO approvals (
     tenant_id, approval_id, proposal_id, digest, decision, kind, approver_id, policy_version,

@@ -139,6 +139,10 @@ CREATE TRIGGER proposals_no_delete BEFORE DELETE ON proposals
 CREATE TRIGGER proposals_no_truncate BEFORE TRUNCATE ON proposals
     FOR EACH STATEMENT EXECUTE FUNCTION authority_rows_immutable();
 
+CREATE INDEX proposals_by_expiry ON proposals (tenant_id, expires_us, proposal_id);
+
+CREATE INDEX proposals_by_age ON proposals (tenant_id, created_us, proposal_id);
+
 CREATE TABLE approvals (
     tenant_id      TEXT    NOT NULL,
     approval_id    TEXT    NOT NULL,

@@ -282,6 +282,76 @@ WHERE a.tenant_id = :tenant_id AND a.proposal_id = :proposal_id AND a.decision =
   )
 ORDER BY a.decided_us, a.approval_id;
 
+-- name: proposals_pending_expiring
+-- The reviewer's queue, soonest-expiring first: the tenant's unexpired proposals that are not
+-- admitted and not denied, after the cursor (expiry, id), each with the number of distinct
+-- approvers whose live grant of its digest is recorded and whether the reviewer is one of them.
+-- An empty filter matches every value. SQLite's planner, without statistics, would search a
+-- tenant's approvals by their primary key: the proposal index is named.
+SELECT p.*,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g INDEXED BY approvals_by_proposal
+           WHERE g.tenant_id = p.tenant_id AND g.proposal_id = p.proposal_id
+             AND g.digest = p.digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > :now_us
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m INDEXED BY approvals_by_proposal
+           WHERE m.tenant_id = p.tenant_id AND m.proposal_id = p.proposal_id
+             AND m.approver_id = :reviewer_id AND m.decision = 'granted'
+             AND m.expires_us > :now_us
+       ) AS reviewer_approved
+FROM proposals AS p
+WHERE p.tenant_id = :tenant_id AND p.expires_us > :now_us AND p.expires_us < :expiring_before
+  AND (p.expires_us > :after_us OR (p.expires_us = :after_us AND p.proposal_id > :after_id))
+  AND (:action = '' OR p.action = :action)
+  AND (:pool = '' OR p.pool = :pool)
+  AND (:proposer_id = '' OR p.proposer_id = :proposer_id)
+  AND NOT EXISTS (
+      SELECT 1 FROM operations AS o
+      WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approvals AS d INDEXED BY approvals_by_proposal
+      WHERE d.tenant_id = p.tenant_id AND d.proposal_id = p.proposal_id AND d.decision = 'denied'
+  )
+ORDER BY p.expires_us, p.proposal_id
+LIMIT :limit;
+
+-- name: proposals_pending_newest
+-- The reviewer's queue, newest first: as proposals_pending_expiring, walking back from the
+-- cursor (creation time, id).
+SELECT p.*,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g INDEXED BY approvals_by_proposal
+           WHERE g.tenant_id = p.tenant_id AND g.proposal_id = p.proposal_id
+             AND g.digest = p.digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > :now_us
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m INDEXED BY approvals_by_proposal
+           WHERE m.tenant_id = p.tenant_id AND m.proposal_id = p.proposal_id
+             AND m.approver_id = :reviewer_id AND m.decision = 'granted'
+             AND m.expires_us > :now_us
+       ) AS reviewer_approved
+FROM proposals AS p
+WHERE p.tenant_id = :tenant_id AND p.created_us <= :after_us
+  AND (p.created_us < :after_us OR p.proposal_id < :after_id)
+  AND p.expires_us > :now_us AND p.expires_us < :expiring_before
+  AND (:action = '' OR p.action = :action)
+  AND (:pool = '' OR p.pool = :pool)
+  AND (:proposer_id = '' OR p.proposer_id = :proposer_id)
+  AND NOT EXISTS (
+      SELECT 1 FROM operations AS o
+      WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approvals AS d INDEXED BY approvals_by_proposal
+      WHERE d.tenant_id = p.tenant_id AND d.proposal_id = p.proposal_id AND d.decision = 'denied'
+  )
+ORDER BY p.created_us DESC, p.proposal_id DESC
+LIMIT :limit;
+
 -- name: approval_insert
 INSERT INTO approvals (
     tenant_id, approval_id, proposal_id, digest, decision, kind, approver_id, policy_version,

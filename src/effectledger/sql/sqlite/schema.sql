@@ -125,6 +125,10 @@ BEGIN
     SELECT RAISE(ABORT, 'proposals are immutable');
 END;
 
+CREATE INDEX proposals_by_expiry ON proposals (tenant_id, expires_us, proposal_id);
+
+CREATE INDEX proposals_by_age ON proposals (tenant_id, created_us, proposal_id);
+
 CREATE TABLE approvals (
     tenant_id      TEXT    NOT NULL,
     approval_id    TEXT    NOT NULL,

@@ -1,0 +1,8 @@
+-- effectledger PostgreSQL schema, migration 10: the reviewer's queue read by expiry and by age.
+--
+-- The queue lists a tenant's proposals that still wait for a decision, soonest-expiring or
+-- newest first, a page at a time. Both orders walk one index from the live end (unexpired
+-- proposals, or the newest) and stop after a page, instead of reading every proposal ever made.
+
+CREATE INDEX proposals_by_expiry ON proposals (tenant_id, expires_us, proposal_id);
+CREATE INDEX proposals_by_age ON proposals (tenant_id, created_us, proposal_id);

@@ -1,0 +1,168 @@
+"""The reviewer's queue: what waits, why it waits and when it expires, through the one object.
+
+Every test runs on both backends over real rows: admitted, denied, expired and self-proposed
+proposals leave the queue, paging returns each waiting proposal exactly once, and the one
+access rule refuses the queue to an actor without a reviewer's role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from effectledger import (
+    EffectLedger,
+    InvalidInput,
+    LedgerSettings,
+    ManualClock,
+    NotPermitted,
+    RulePolicy,
+    SimulatedReceiver,
+    connect,
+)
+from effectledger.model import Context
+from tests.acceptance.app_support import AGENT, RITA, Refund, declare_refund
+
+SAM = Context(tenant_id="acme", actor_id="sam", roles=frozenset({"approver"}))
+AUDITOR = Context(tenant_id="acme", actor_id="ann", roles=frozenset({"auditor"}))
+
+
+@pytest.fixture
+def app(store_url: str, clock: ManualClock, settings: LedgerSettings) -> Iterator[EffectLedger]:
+    """The facade over the test's store and clock."""
+    with connect(store_url, clock=clock, settings=settings) as opened:
+        yield opened
+
+
+def _refund(order: str, amount: int = 10) -> dict[str, object]:
+    return {"order_id": order, "amount_minor": amount, "currency": "EUR"}
+
+
+def test_queue_lists_only_what_waits(
+    app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock
+) -> None:
+    """Admitted, denied and expired proposals leave the queue; each entry says why it waits."""
+    refund = declare_refund(app, receiver)
+    done, denied, waiting = (app.propose(AGENT, refund, **_refund(f"ord-{i}")) for i in range(3))
+    app.approve(RITA, done)
+    app.perform(AGENT, done)
+    app.deny(RITA, denied, reason="duplicate")
+    clock.advance(timedelta(minutes=5))
+    late = app.propose(AGENT, refund, **_refund("ord-late"))
+    page = app.pending(RITA)
+    assert [entry.proposal.proposal_id for entry in page.entries] == [
+        waiting.proposal_id,
+        late.proposal_id,
+    ]
+    first = page.entries[0]
+    assert first.approvals_required == 1
+    assert first.approvals_remaining == 1
+    assert "1 more needed" in first.waits_for
+    assert first.expires_at == waiting.created_at + timedelta(minutes=15)
+    assert first.to_dict(page.read_at)["expires_in_seconds"] == 10 * 60
+    assert "expires in 10 min" in first.to_dict(page.read_at)["expires"]
+    assert page.next_cursor is None
+    clock.advance(timedelta(minutes=11))
+    assert [e.proposal.proposal_id for e in app.pending(RITA).entries] == [late.proposal_id]
+
+
+def test_queue_offers_a_reviewer_only_what_they_may_decide(
+    app: EffectLedger, receiver: SimulatedReceiver
+) -> None:
+    """A reviewer's own proposals and those they approved are not offered; others still are."""
+    refund = declare_refund(app, receiver)
+    by_rita = app.propose(RITA, refund, **_refund("ord-r"))
+    by_agent = app.propose(AGENT, refund, **_refund("ord-a"))
+    assert [e.proposal.proposal_id for e in app.pending(RITA).entries] == [by_agent.proposal_id]
+    assert {e.proposal.proposal_id for e in app.pending(SAM).entries} == {
+        by_rita.proposal_id,
+        by_agent.proposal_id,
+    }
+    assert app.pending(AUDITOR).entries == ()  # may read, may not approve
+    with pytest.raises(NotPermitted):
+        app.pending(AGENT)
+
+
+def test_queue_counts_the_approvals_a_policy_still_needs(
+    app: EffectLedger, receiver: SimulatedReceiver
+) -> None:
+    """Under a two-approver policy one grant leaves the proposal waiting for one more approver."""
+    two = app.action(
+        name="big_refund",
+        contract="refund-v1",
+        arguments=Refund,
+        destination=receiver,
+        policy=RulePolicy(version="two-approvers-v1", approvals_required=2),
+    )
+    proposal = app.propose(AGENT, two, **_refund("ord-big", 900))
+    app.approve(RITA, proposal)
+    assert app.pending(RITA).entries == ()  # rita approved already
+    (entry,) = app.pending(SAM).entries
+    assert (entry.approvals_granted, entry.approvals_remaining) == (1, 1)
+    assert entry.waits_for == (
+        "policy two-approvers-v1 needs 2 distinct approvers; 1 approved, 1 more needed"
+    )
+
+
+def test_queue_filters_and_pages_each_entry_once(
+    app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock
+) -> None:
+    """Filters narrow the queue and paging in either order returns every entry exactly once."""
+    refund = declare_refund(app, receiver)
+    other = Context(tenant_id="acme", actor_id="agent-9")
+    made = []
+    for index in range(23):
+        clock.advance(timedelta(seconds=1))
+        proposer = AGENT if index % 2 else other
+        made.append(app.propose(proposer, refund, **_refund(f"ord-{index}")))
+    app.propose(Context(tenant_id="globex", actor_id="agent-7"), refund, **_refund("ord-x"))
+    for order in ("expiring", "newest"):
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = app.pending(RITA, limit=5, after=cursor, order=order)
+            seen += [entry.proposal.proposal_id for entry in page.entries]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        expected = [p.proposal_id for p in made]
+        assert seen == (expected if order == "expiring" else expected[::-1])
+    by_agent = app.pending(RITA, proposer="agent-7", limit=100).entries
+    assert {e.proposal.proposal_id for e in by_agent} == {p.proposal_id for p in made[1::2]}
+    soon = app.pending(RITA, expiring_before=made[2].expires_at, limit=100).entries
+    assert [e.proposal.proposal_id for e in soon] == [p.proposal_id for p in made[:2]]
+    assert app.pending(RITA, action="no_such_action").entries == ()
+    assert app.pending(RITA, pool="elsewhere").entries == ()
+    assert len(app.pending(RITA, pool="refunds", limit=100).entries) == 23
+
+
+def test_queue_refuses_bad_input(app: EffectLedger, receiver: SimulatedReceiver) -> None:
+    """A forged cursor, an unknown order or an out-of-range limit is invalid input."""
+    declare_refund(app, receiver)
+    for kwargs in ({"after": "1.x;drop"}, {"order": "oldest"}, {"limit": 0}, {"limit": 501}):
+        with pytest.raises(InvalidInput):
+            app.pending(RITA, **kwargs)  # type: ignore[arg-type]
+
+
+def test_proposal_lifetime_is_set_per_ledger_and_per_action(
+    store_url: str, clock: ManualClock, receiver: SimulatedReceiver
+) -> None:
+    """The ledger's proposal_ttl is every action's default; an action's own ttl overrides it."""
+    settings = LedgerSettings(proposal_ttl=timedelta(hours=2))
+    with connect(store_url, clock=clock, settings=settings) as app:
+        default = app.action(
+            name="refund", contract="refund-v1", arguments=Refund, destination=receiver
+        )
+        own = app.action(
+            name="quick_refund",
+            contract="refund-v1",
+            arguments=Refund,
+            destination=receiver,
+            ttl=timedelta(minutes=3),
+        )
+        slow = app.propose(AGENT, default, **_refund("ord-1"))
+        quick = app.propose(AGENT, own, **_refund("ord-2"))
+    assert slow.expires_at - slow.created_at == timedelta(hours=2)
+    assert quick.expires_at - quick.created_at == timedelta(minutes=3)
