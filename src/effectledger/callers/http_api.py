@@ -12,6 +12,8 @@ that. Every error, from a refused credential to an unknown route, has one JSON s
 :mod:`effectledger.errors`. A body over the limit is refused from its headers (or as soon as its
 stream passes the limit) before anything parses it.
 
+``GET /v1/proposals?state=pending`` is the reviewer's queue
+(:mod:`effectledger.callers.http_queue`).
 ``POST /v1/proposals/{id}/perform`` is idempotent: repeating it returns the recorded result
 (``replayed``) and sends nothing. A denial is ``403 admission_denied`` (``404 not_found`` for an
 unknown or another tenant's proposal) carrying the ledger's result in ``details.result``.
@@ -59,6 +61,7 @@ from effectledger.callers.http_models import (
     proposal_json,
     sentence_json,
 )
+from effectledger.callers.http_queue import add_queue_route
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model import Context
 from effectledger.outcomes import DenialReason, EffectOutcome
@@ -166,6 +169,8 @@ def create_app(
             correlation=correlation,
         )
         return JSONResponse(proposal_json(proposal), status_code=201)
+
+    add_queue_route(app, ledger, authenticated, ["proposals"])
 
     @app.get(
         "/v1/proposals/{proposal_id}",

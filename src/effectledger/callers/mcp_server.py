@@ -27,7 +27,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from pydantic import AnyHttpUrl, ConfigDict
 
 from effectledger.app import EffectLedger
 from effectledger.callers.function_tools import FunctionTools, ToolDefinition, ToolResult
+from effectledger.callers.review_tools import ReviewTools
 from effectledger.errors import EffectLedgerError, InvalidInput, NotPermitted
 from effectledger.model import Context
 from effectledger.proposals import Correlation
@@ -170,7 +171,9 @@ def _authenticated_context() -> Context:
     )
 
 
-def _tool(tools: FunctionTools, definition: ToolDefinition, context: Context | None) -> Tool:
+def _tool(
+    tools: FunctionTools | ReviewTools, definition: ToolDefinition, context: Context | None
+) -> Tool:
     name = definition.name
 
     async def handler(arguments: dict[str, Any], ctx: MCPContext) -> CallToolResult:
@@ -210,12 +213,15 @@ def build_server(
     context: Context | None = None,
     server_url: str = "http://127.0.0.1:8000/mcp",
     instructions: str | None = None,
+    review: bool = False,
 ) -> MCPServer[Any]:
     """An ``MCPServer`` exposing the ledger's function tools; pass exactly one source of identity.
 
     ``identities`` (for streamable HTTP): every request must carry a bearer token they know.
     ``context`` (for stdio): the launching host's context, used for every call. ``server_url``
-    is the public URL of the HTTP endpoint (the resource the tokens are for).
+    is the public URL of the HTTP endpoint (the resource the tokens are for). ``review`` adds
+    the reviewer's read-only ``pending_proposals`` tool (:mod:`effectledger.callers.review_tools`)
+    for servers that reviewers, not agents, connect to.
     """
     if (identities is None) == (context is None):
         raise InvalidInput("pass exactly one of identities (HTTP) or context (stdio)")
@@ -228,7 +234,10 @@ def build_server(
             validate_token_resource=False,
         )
     tools = FunctionTools(ledger)
-    registered: Iterable[Tool] = [_tool(tools, d, context) for d in tools.definitions()]
+    registered: list[Tool] = [_tool(tools, d, context) for d in tools.definitions()]
+    if review:
+        desk = ReviewTools(ledger)
+        registered += [_tool(desk, d, context) for d in desk.definitions()]
     return MCPServer(
         SERVER_NAME,
         instructions=instructions
@@ -239,7 +248,7 @@ def build_server(
         ),
         token_verifier=identities,
         auth=auth,
-        tools=list(registered),
+        tools=registered,
         log_level="WARNING",
     )
 
