@@ -1,4 +1,4 @@
-"""The ``effectledger`` command: demo, migrate, status, recover, audit, receiver, serve, keys, mcp.
+"""The ``effectledger`` command: demo, migrate, status, recover, audit, serve, keys, proposals, mcp.
 
 Each command group is one module exposing ``register(commands)``, which adds its parsers and
 gives each a ``handler(args, out) -> exit code`` with ``set_defaults``. Adding a command is one
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver
+from effectledger.cli import audit, demo, http_api, ledger, mcp, receiver, review
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
@@ -38,7 +38,7 @@ class CommandGroup(Protocol):
         ...
 
 
-COMMAND_GROUPS: tuple[CommandGroup, ...] = (demo, ledger, audit, receiver, http_api, mcp)
+COMMAND_GROUPS: tuple[CommandGroup, ...] = (demo, ledger, audit, receiver, http_api, review, mcp)
 """The modules whose ``register`` adds the top-level commands, in help order."""
 
 
