@@ -28,7 +28,7 @@ from effectledger.ledger import LedgerSettings
 from effectledger.model import AuditEvent, Context, DispatchResult, Observation, Operation
 from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
-from effectledger.queue import PendingPage, QueueOrder
+from effectledger.queue import PendingPage, ProposalReview, QueueOrder
 from effectledger.recovery import RecoveryReport
 
 if TYPE_CHECKING:
@@ -138,6 +138,24 @@ class AsyncEffectLedger:
             order=order,
             limit=limit,
             after=after,
+        )
+
+    async def review(self, context: Context, proposal_id: str) -> ProposalReview:
+        """:meth:`EffectLedger.review`, awaitable."""
+        return await self._call(self.sync.review, context, proposal_id)
+
+    async def decide(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        approve: bool,
+        reason: str | None = None,
+    ) -> Approval:
+        """:meth:`EffectLedger.decide`, awaitable."""
+        return await self._call(
+            self.sync.decide, context, proposal_id, digest=digest, approve=approve, reason=reason
         )
 
     async def approve(

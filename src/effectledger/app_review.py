@@ -12,9 +12,13 @@ from datetime import datetime
 from effectledger.access import require_reader
 from effectledger.actions import ActionRegistry
 from effectledger.authority.pending import QueueFilter, pending_page
+from effectledger.authority.review import refusal_of, review_of
+from effectledger.errors import ApprovalRefused
 from effectledger.ledger import Ledger
 from effectledger.model import Context
-from effectledger.queue import PendingPage, QueueOrder
+from effectledger.proposals import Approval
+from effectledger.queue import PendingPage, ProposalReview, QueueOrder
+from effectledger.service import EffectService
 from effectledger.store import Store
 
 __all__ = ["ReviewerViews"]
@@ -26,6 +30,7 @@ class ReviewerViews:
     store: Store
     ledger: Ledger
     registry: ActionRegistry
+    service: EffectService
 
     def pending(
         self,
@@ -61,3 +66,43 @@ class ReviewerViews:
             limit=limit,
             after=after,
         )
+
+    def review(self, context: Context, proposal_id: str) -> ProposalReview:
+        """Where the proposal stands for the reviewer ``context``: what its page shows.
+
+        Waiting, approved (every approval it needs), admitted, denied or expired; the approvals
+        still needed; whether the target changed since it was proposed; and whether this
+        reviewer may decide it. Needs the approver or auditor role.
+        """
+        require_reader(context)
+        proposal = self.service.authority.get_proposal(context, proposal_id)
+        action = self.registry.get(proposal.action)
+        return review_of(self.store, action, context, proposal, self.ledger.clock.now())
+
+    def decide(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        approve: bool,
+        reason: str | None = None,
+    ) -> Approval:
+        """Approve or deny the proposal with ``digest`` only while it still waits for this decision.
+
+        What a reviewer's page calls. Refused with :class:`ApprovalRefused` and a reason when it
+        expired (``proposal_expired``), was denied (``proposal_denied``) or admitted
+        (``proposal_admitted``) meanwhile, already has every approval it needs
+        (``proposal_approved``, for an approval), was already approved by this reviewer, its
+        target changed (``stale_resource_version``), or the reviewer may not decide it
+        (``self_approval``, ``not_an_approver``); the ledger then checks the digest
+        (``digest_mismatch``), the policy and the expiry again as it records the decision.
+        """
+        review = self.review(context, proposal_id)
+        refused = refusal_of(review, granting=approve)
+        if refused is not None:
+            code, sentence = refused
+            raise ApprovalRefused(sentence, reason=code, proposal_id=review.proposal.proposal_id)
+        if approve:
+            return self.service.approve(context, proposal_id, digest=digest)
+        return self.service.deny(context, proposal_id, digest=digest, reason=reason or "")

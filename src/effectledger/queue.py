@@ -131,3 +131,82 @@ def _span(delta: timedelta) -> str:
     if minutes:
         return f"{minutes} min {seconds} s"
     return f"{seconds} s"
+
+
+class ReviewState(enum.StrEnum):
+    """Where a proposal stands for a reviewer."""
+
+    WAITING = "waiting"
+    """Unexpired, undecided, short of the approvals its policy needs."""
+    APPROVED = "approved"
+    """Enough distinct approvers granted its digest; it waits for the proposer to perform it."""
+    ADMITTED = "admitted"
+    """Its operation exists: the decision was spent, the effect is under way or done."""
+    DENIED = "denied"
+    """A reviewer denied it: final."""
+    EXPIRED = "expired"
+    """Past its expiry without admission: nobody can approve it any more."""
+
+
+_NEXT = {
+    ReviewState.WAITING: "it waits for a decision",
+    ReviewState.APPROVED: (
+        "it has every approval it needs and waits for the proposer to perform it; no further "
+        "decision is needed"
+    ),
+    ReviewState.ADMITTED: (
+        "it was admitted: its approval is spent and its operation decides what happens next; "
+        "no decision can change it"
+    ),
+    ReviewState.DENIED: "it was denied, and a denial is final: a new decision needs a new proposal",
+    ReviewState.EXPIRED: (
+        "it expired before it was admitted: the agent must propose again, and a reviewer decide "
+        "the new proposal"
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProposalReview:
+    """One proposal as its page shows it to a reviewer: its standing and what they may do.
+
+    ``current_resource_version`` is the target's version read now (``None`` when it could not be
+    read); when it differs from the proposal's, the proposal is stale and admission would deny
+    it. ``refusal`` is why this reviewer may not decide it (``self_approval``,
+    ``not_an_approver``), or ``None``.
+    """
+
+    proposal: Proposal
+    state: ReviewState
+    approvals_required: int
+    approvals_granted: int
+    reviewer_approved: bool
+    denied_by: str | None
+    denial_reason: str | None
+    current_resource_version: str | None
+    refusal: str | None
+    read_at: datetime
+
+    @property
+    def approvals_remaining(self) -> int:
+        """How many more distinct approvers must grant the digest."""
+        return max(self.approvals_required - self.approvals_granted, 0)
+
+    @property
+    def stale(self) -> bool:
+        """True when the target changed since the proposal was made."""
+        current = self.current_resource_version
+        return current is not None and current != self.proposal.resource_version
+
+    @property
+    def standing(self) -> str:
+        """Where the proposal stands and what a new decision needs, in one sentence."""
+        if self.state is ReviewState.WAITING and self.stale:
+            return (
+                f"its target changed (version {self.proposal.resource_version} is now "
+                f"{self.current_resource_version}): admission would deny it, so the agent must "
+                "propose again against the current version"
+            )
+        if self.state is ReviewState.DENIED:
+            return f"it was denied by {self.denied_by} ({self.denial_reason}); {_NEXT[self.state]}"
+        return _NEXT[self.state]

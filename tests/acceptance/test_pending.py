@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from effectledger import (
+    ApprovalRefused,
     EffectLedger,
     InvalidInput,
     LedgerSettings,
@@ -24,6 +25,7 @@ from effectledger import (
 )
 from effectledger.model import Context
 from tests.acceptance.app_support import AGENT, RITA, Refund, declare_refund
+from tests.conftest import count_rows
 
 SAM = Context(tenant_id="acme", actor_id="sam", roles=frozenset({"approver"}))
 AUDITOR = Context(tenant_id="acme", actor_id="ann", roles=frozenset({"auditor"}))
@@ -166,3 +168,60 @@ def test_proposal_lifetime_is_set_per_ledger_and_per_action(
         quick = app.propose(AGENT, own, **_refund("ord-2"))
     assert slow.expires_at - slow.created_at == timedelta(hours=2)
     assert quick.expires_at - quick.created_at == timedelta(minutes=3)
+
+
+def test_a_decision_is_refused_once_the_proposal_no_longer_waits(
+    app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock, store_url: str
+) -> None:
+    """decide refuses an expired, denied, approved, own or stale proposal, writing nothing."""
+    versions = {"ord-s": "v1"}
+    refund = app.action(
+        name="refund",
+        contract="refund-v1",
+        arguments=Refund,
+        destination=receiver,
+        target=lambda arguments: arguments.order_id,
+        version=lambda context, target: versions.get(target, "v1"),
+    )
+    expired, denied, approved, stale = (
+        app.propose(AGENT, refund, **_refund(order)) for order in ("e", "d", "a", "ord-s")
+    )
+    own = app.propose(RITA, refund, **_refund("own"))
+    app.deny(SAM, denied, reason="duplicate")
+    app.approve(SAM, approved)
+    versions["ord-s"] = "v2"
+    before = count_rows(store_url, "approvals")
+    for proposal, reason in ((approved, "proposal_approved"), (stale, "stale_resource_version")):
+        with pytest.raises(ApprovalRefused) as refused:
+            app.decide(RITA, proposal.proposal_id, digest=proposal.digest, approve=True)
+        assert refused.value.details["reason"] == reason
+    assert app.review(RITA, stale.proposal_id).stale
+    assert "propose again" in app.review(RITA, stale.proposal_id).standing
+    clock.advance(timedelta(minutes=16))
+    for proposal, reason in ((expired, "proposal_expired"), (denied, "proposal_denied")):
+        for approve in (True, False):
+            with pytest.raises(ApprovalRefused) as refused:
+                app.decide(
+                    RITA, proposal.proposal_id, digest=proposal.digest, approve=approve, reason="x"
+                )
+            assert refused.value.details["reason"] == reason
+    with pytest.raises(ApprovalRefused) as refused:
+        app.decide(RITA, own.proposal_id, digest=own.digest, approve=True)
+    assert refused.value.details["reason"] == "self_approval"
+    assert count_rows(store_url, "approvals") == before
+    assert "propose again" in app.review(RITA, expired.proposal_id).standing
+
+
+def test_a_reviewer_may_still_deny_what_others_approved(
+    app: EffectLedger, receiver: SimulatedReceiver
+) -> None:
+    """A proposal with every approval, not yet admitted, can still be denied, and is then closed."""
+    refund = declare_refund(app, receiver)
+    approved = app.propose(AGENT, refund, **_refund("ord-1"))
+    app.approve(SAM, approved)
+    assert app.review(RITA, approved.proposal_id).state.value == "approved"
+    denial = app.decide(
+        RITA, approved.proposal_id, digest=approved.digest, approve=False, reason="no"
+    )
+    assert not denial.granted
+    assert app.review(RITA, approved.proposal_id).state.value == "denied"

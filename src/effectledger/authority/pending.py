@@ -22,7 +22,7 @@ from effectledger.proposals import Proposal, proposal_from_row
 from effectledger.queue import PendingPage, PendingProposal, QueueOrder
 from effectledger.store import Row, Store, Transaction
 
-__all__ = ["MAX_PAGE", "QueueFilter", "pending_page"]
+__all__ = ["MAX_PAGE", "QueueFilter", "approvals_required", "pending_page"]
 
 MAX_PAGE = 500
 _LAST = 2**63 - 1
@@ -129,7 +129,7 @@ def _entry(
     policy = action.policy
     if policy.may_approve(reviewer, proposal) is not None:
         return None
-    required = _required(policy, proposal, now)
+    required = approvals_required(policy, proposal, now)
     if required is None:
         return None
     return PendingProposal(
@@ -141,7 +141,7 @@ def _entry(
     )
 
 
-def _required(policy: Policy, proposal: Proposal, now: datetime) -> int | None:
+def approvals_required(policy: Policy, proposal: Proposal, now: datetime) -> int | None:
     """How many approvers the policy asks of this proposal (``None``: it needs no person).
 
     The proposer's roles are not recorded, so the policy is asked as for a proposer without

@@ -352,6 +352,38 @@ WHERE p.tenant_id = :tenant_id AND p.created_us <= :after_us
 ORDER BY p.created_us DESC, p.proposal_id DESC
 LIMIT :limit;
 
+-- name: proposal_review
+-- Where one proposal stands for a reviewer: admitted, its first denial (who and why), the
+-- distinct approvers with a live grant of its digest, and whether the reviewer is one of them.
+SELECT EXISTS (
+           SELECT 1 FROM operations AS o
+           WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id
+       ) AS admitted,
+       (
+           SELECT d.approver_id FROM approvals AS d INDEXED BY approvals_by_proposal
+           WHERE d.tenant_id = :tenant_id AND d.proposal_id = :proposal_id
+             AND d.decision = 'denied'
+           ORDER BY d.decided_us, d.approval_id LIMIT 1
+       ) AS denied_by,
+       (
+           SELECT r.reason FROM approvals AS r INDEXED BY approvals_by_proposal
+           WHERE r.tenant_id = :tenant_id AND r.proposal_id = :proposal_id
+             AND r.decision = 'denied'
+           ORDER BY r.decided_us, r.approval_id LIMIT 1
+       ) AS denial_reason,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g INDEXED BY approvals_by_proposal
+           WHERE g.tenant_id = :tenant_id AND g.proposal_id = :proposal_id
+             AND g.digest = :digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > :now_us
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m INDEXED BY approvals_by_proposal
+           WHERE m.tenant_id = :tenant_id AND m.proposal_id = :proposal_id
+             AND m.approver_id = :reviewer_id AND m.decision = 'granted'
+             AND m.expires_us > :now_us
+       ) AS reviewer_approved;
+
 -- name: approval_insert
 INSERT INTO approvals (
     tenant_id, approval_id, proposal_id, digest, decision, kind, approver_id, policy_version,
