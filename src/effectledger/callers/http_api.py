@@ -104,11 +104,15 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "effectledger",
+    desk: bool = False,
+    secure_cookies: bool = True,
 ) -> BodyLimit:
     """The ASGI application of the HTTP API over ``ledger``, authenticating with ``keys``.
 
     Returns the application wrapped in the body-size limit (the FastAPI application is its
-    ``.app``). The ledger and the keys stay the caller's to close.
+    ``.app``). The ledger and the keys stay the caller's to close. ``desk`` mounts the
+    reviewer's pages at ``/desk`` (:mod:`effectledger.callers.desk`; ``secure_cookies=False``
+    only for a desk served on plain HTTP).
     """
     if not isinstance(ledger, EffectLedger):
         raise InvalidInput("create_app needs the EffectLedger that effectledger.connect returns")
@@ -171,6 +175,10 @@ def create_app(
         return JSONResponse(proposal_json(proposal), status_code=201)
 
     add_queue_route(app, ledger, authenticated, ["proposals"])
+    if desk:
+        from effectledger.callers.desk import DESK_PATH, create_desk
+
+        app.mount(DESK_PATH, create_desk(ledger, keys, secure_cookies=secure_cookies))
 
     @app.get(
         "/v1/proposals/{proposal_id}",

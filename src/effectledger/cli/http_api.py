@@ -31,7 +31,8 @@ def register(commands: Commands) -> None:
     serve = commands.add_parser(
         "serve",
         help="run the HTTP API (extra server)",
-        description="Serve the HTTP API (OpenAPI at /openapi.json, health at /healthz).",
+        description="Serve the HTTP API (OpenAPI at /openapi.json, health at /healthz) and the "
+        "reviewer's desk at /desk.",
     )
     add_db(serve)
     serve.add_argument(
@@ -49,6 +50,11 @@ def register(commands: Commands) -> None:
         type=int,
         default=64 * 1024,
         help="largest request body accepted (default %(default)s)",
+    )
+    serve.add_argument(
+        "--plain-http-cookies",
+        action="store_true",
+        help="send the desk's session cookie without the Secure flag (only behind no TLS)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -97,7 +103,13 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     if not isinstance(ledger, EffectLedger):
         raise InvalidInput(f"{args.app} did not return an EffectLedger", field="app")
     try:
-        app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
+        app = create_app(
+            ledger,
+            ApiKeys(ledger.store),
+            max_body_bytes=args.max_body_bytes,
+            desk=True,
+            secure_cookies=not args.plain_http_cookies,
+        )
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
     finally:
         ledger.close()
