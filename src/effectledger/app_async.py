@@ -140,6 +140,10 @@ class AsyncEffectLedger:
             after=after,
         )
 
+    async def prove(self, context: Context, operation_id: str) -> bytes:
+        """:meth:`EffectLedger.prove`, awaitable."""
+        return await self._call(self.sync.prove, context, operation_id)
+
     async def review(self, context: Context, proposal_id: str) -> ProposalReview:
         """:meth:`EffectLedger.review`, awaitable."""
         return await self._call(self.sync.review, context, proposal_id)

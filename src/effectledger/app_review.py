@@ -7,7 +7,9 @@ reviewer only the proposals they may decide.
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
+from pathlib import Path
 
 from effectledger.access import require_reader
 from effectledger.actions import ActionRegistry
@@ -106,3 +108,22 @@ class ReviewerViews:
         if approve:
             return self.service.approve(context, proposal_id, digest=digest)
         return self.service.deny(context, proposal_id, digest=digest, reason=reason or "")
+
+    def prove(self, context: Context, operation_id: str) -> bytes:
+        """A receipt proving the operation's sealed events are in the tenant's signed log.
+
+        The bytes of a ``receipt`` bundle (:func:`effectledger.audit.receipt.prove_events`):
+        the latest signed checkpoint and each sealed event of the operation with its inclusion
+        proof, verifiable offline with ``effectledger audit verify --bundle FILE --key KEY``.
+        :class:`~effectledger.errors.LogNotSealed` while no checkpoint covers its events yet.
+        Needs the approver or auditor role.
+        """
+        from effectledger.audit.receipt import prove_events
+
+        require_reader(context)
+        events = self.ledger.events(context, operation_id)
+        ids = [event.event_id for event in events]
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "receipt"
+            prove_events(self.store, context.tenant_id, ids, path)
+            return path.read_bytes()

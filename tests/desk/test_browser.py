@@ -10,16 +10,21 @@ receiver's own count of effects) and runs axe-core on the pages it visits.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from effectledger import LookupMode, ManualClock, OperationState, SubmitMode
+from effectledger.audit.keys import new_key_pair
+from effectledger.audit.sealer import LogSealer
+from effectledger.audit.signers import Signer
 from effectledger.model import Context
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.conftest import count_rows
 from tests.desk.conftest import Desk
 from tests.desk.support import log_in, serious_violations, shot
+from tests.http_api.test_http_cli import cli
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 SAM = Context(tenant_id="acme", actor_id="sam", roles=frozenset({"approver"}))
@@ -223,3 +228,26 @@ def test_the_accessibility_check_catches_an_unlabelled_control(desk: Desk, page:
         "() => document.querySelector('main').appendChild(document.createElement('input'))"
     )
     assert [v["id"] for v in serious_violations(page)] == ["label"]
+
+
+def test_investigator_downloads_a_proof_and_the_cli_verifies_it(
+    desk: Desk, page: Any, clock: ManualClock, tmp_path: Path
+) -> None:
+    """The receipt downloaded from the operation page verifies offline with the verifier key."""
+    proposal = desk.world.app.propose(AGENT, "refund_order", _refund("ord-9001"))
+    desk.world.app.approve(SAM, proposal)
+    desk.world.app.perform(AGENT, proposal.proposal_id)
+    signer_key, verifier_key = new_key_pair("acme-log")
+    LogSealer(desk.world.app.store, Signer.from_key_string(signer_key), clock=clock).seal("acme")
+    log_in(page, desk, "rita")
+    page.goto(f"{desk.base}/desk/operations/{proposal.operation_id}")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download the receipt").click()
+    saved = tmp_path / "operation.receipt"
+    download.value.save_as(saved)
+    verified = cli("audit", "verify", "--bundle", str(saved), "--key", verifier_key)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.startswith("verified receipt of tenant acme: 5 event(s)")
+    tampered = tmp_path / "tampered.receipt"
+    tampered.write_bytes(saved.read_bytes().replace(b"ord-9001", b"ord-9002"))
+    assert cli("audit", "verify", "--bundle", str(tampered), "--key", verifier_key).returncode != 0

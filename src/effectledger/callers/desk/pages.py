@@ -61,6 +61,7 @@ def create_desk(
         Route("/proposals/{proposal_id}/decide", desk.decide, methods=["POST"]),
         Route("/operations/{operation_id}", desk.operation, methods=["GET"]),
         Route("/operations/{operation_id}/resolve", desk.resolve, methods=["POST"]),
+        Route("/operations/{operation_id}/receipt", desk.receipt, methods=["GET"]),
         Route("/reviews", desk.reviews, methods=["GET"]),
         Route("/capacity", desk.capacity, methods=["GET"]),
         Route("/static/{name}", desk.static, methods=["GET"]),
@@ -312,6 +313,20 @@ class _Desk:
         except EffectLedgerError as exc:
             return self.failed(request, session, exc)
         return self.redirect(request, f"/operations/{operation_id}?done=resolved")
+
+    async def receipt(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        operation_id = request.path_params["operation_id"]
+        try:
+            body = await run_in_threadpool(self.ledger.prove, session.context, operation_id)
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        response = Response(body, media_type="application/octet-stream")
+        self._secured(response)
+        response.headers["Content-Disposition"] = f'attachment; filename="{operation_id}.receipt"'
+        return response
 
     async def reviews(self, request: Request) -> Response:
         session = self.session(request)
