@@ -249,5 +249,6 @@ def test_investigator_downloads_a_proof_and_the_cli_verifies_it(
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout.startswith("verified receipt of tenant acme: 5 event(s)")
     tampered = tmp_path / "tampered.receipt"
-    tampered.write_bytes(saved.read_bytes().replace(b"ord-9001", b"ord-9002"))
+    assert b'"actor":"agent-7"' in saved.read_bytes()
+    tampered.write_bytes(saved.read_bytes().replace(b'"actor":"agent-7"', b'"actor":"agent-8"'))
     assert cli("audit", "verify", "--bundle", str(tampered), "--key", verifier_key).returncode != 0
