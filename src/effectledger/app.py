@@ -143,13 +143,15 @@ class EffectLedger(ReviewerViews, ActionCatalog):
             raise InvalidInput("give the arguments as one object or as keywords, not both")
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump()
-        return self.service.propose(
+        proposal = self.service.propose(
             context,
             name,
             fields if arguments is None else arguments,
             operation_id=operation_id,
             correlation=correlation,
         )
+        self._proposed(proposal)  # notifications, after the proposal is committed
+        return proposal
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
         """The proposal, its digest recomputed (what a reviewer page shows; ``pending`` lists them).

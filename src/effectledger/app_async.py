@@ -41,7 +41,7 @@ __all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
 
 T = TypeVar("T")
 
-SYNC_ONLY = frozenset({"action", "register", "executor_for"})
+SYNC_ONLY = frozenset({"action", "register", "executor_for", "notify_with"})
 """Methods of :class:`EffectLedger` that declare or look up rather than do (no I/O)."""
 
 
@@ -79,6 +79,7 @@ class AsyncEffectLedger:
         self.action = sync.action
         self.register = sync.register
         self.executor_for = sync.executor_for
+        self.notify_with = sync.notify_with
         self._running: set[asyncio.Future[Any]] = set()
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:

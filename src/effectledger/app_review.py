@@ -7,23 +7,28 @@ reviewer only the proposals they may decide.
 
 from __future__ import annotations
 
+import logging
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from effectledger.access import require_reader
 from effectledger.actions import ActionRegistry
-from effectledger.authority.pending import QueueFilter, pending_page
+from effectledger.authority.pending import QueueFilter, approvals_required, pending_page
 from effectledger.authority.review import refusal_of, review_of
 from effectledger.errors import ApprovalRefused
 from effectledger.ledger import Ledger
 from effectledger.model import Context
-from effectledger.proposals import Approval
-from effectledger.queue import PendingPage, ProposalReview, QueueOrder
+from effectledger.proposals import Approval, Proposal
+from effectledger.queue import PendingPage, PendingProposal, ProposalReview, QueueOrder
 from effectledger.service import EffectService
 from effectledger.store import Store
 
-__all__ = ["ReviewerViews"]
+__all__ = ["Notify", "ReviewerViews"]
+
+Notify = Callable[[PendingProposal], None]
+"""Told of each recorded proposal that needs a person's decision; must return at once."""
 
 
 class ReviewerViews:
@@ -33,6 +38,36 @@ class ReviewerViews:
     ledger: Ledger
     registry: ActionRegistry
     service: EffectService
+    _notifiers: tuple[Notify, ...] = ()
+
+    def notify_with(self, notifier: Notify) -> None:
+        """Tell ``notifier`` of every proposal that needs a decision, once it is recorded.
+
+        :class:`~effectledger.callers.notify.WebhookNotifier` posts them to webhooks. A
+        notifier that raises is logged and ignored: the proposal stands.
+        """
+        self._notifiers = (*self._notifiers, notifier)
+
+    def _proposed(self, proposal: Proposal) -> None:
+        """Announce ``proposal`` to the notifiers if its policy needs a person's decision."""
+        if not self._notifiers:
+            return
+        try:
+            action = self.registry.get(proposal.action)
+            required = approvals_required(action.policy, proposal, self.ledger.clock.now())
+            if required is None:
+                return
+            entry = PendingProposal(
+                proposal=proposal,
+                policy_version=proposal.policy_version,
+                approvals_required=required,
+                approvals_granted=0,
+                expires_at=proposal.expires_at,
+            )
+            for notify in self._notifiers:
+                notify(entry)
+        except Exception:  # a notification never undoes or blocks the recorded proposal
+            logging.getLogger(__name__).exception("notifying %s failed", proposal.proposal_id)
 
     def pending(
         self,
