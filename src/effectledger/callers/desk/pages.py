@@ -240,6 +240,7 @@ class _Desk:
             session=session,
             review=review,
             proposal=review.proposal,
+            description=self.ledger.registry.get(review.proposal.action).description,
             pool=pool,
             expiry=expiry_phrase,
             refusal=refusal,
