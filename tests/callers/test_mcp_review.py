@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
+import anyio
 import anyio.from_thread
 import pytest
+from mcp import Client
 
 from effectledger.callers.mcp_server import TokenIdentities, build_server, serve_http_in_thread
 from effectledger.callers.review_tools import PENDING_TOOL
 from tests.callers.paths import TOKENS, http_client, result_json
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
+from tests.callers.stdio_app import build
+from tests.callers.test_mcp import _stdio_server
 from tests.conftest import count_rows
 
 REVIEWER_TOKEN = "token-rita"
@@ -60,3 +65,24 @@ def test_reviewer_lists_the_queue_over_mcp(world: World, store_url: str) -> None
             assert bad["error"]["code"] == "invalid_input"
     assert count_rows(store_url, "approvals") == 0
     assert world.receiver.counts().effects == 0
+
+
+@pytest.mark.slow
+def test_mcp_command_with_review_offers_the_queue_over_stdio(world: World) -> None:
+    """``effectledger mcp --review`` over stdio answers the queue for the host's reviewer."""
+    # The server process runs on the real clock: propose on it too, so the proposal is live.
+    with build(world.store_url, world.directory / "receiver.db") as live:
+        proposal = live.propose(AGENT, "refund_order", REFUND_30)
+    server = _stdio_server(
+        world, "--review", "--tenant", "acme", "--actor", "rita", "--roles", "approver"
+    )
+    seen: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with Client(server) as client:
+            seen["tools"] = [tool.name for tool in (await client.list_tools()).tools]
+            seen["queue"] = result_json(await client.call_tool(PENDING_TOOL, {}))
+
+    anyio.run(session)
+    assert PENDING_TOOL in seen["tools"]
+    assert [p["proposal_id"] for p in seen["queue"]["proposals"]] == [proposal.proposal_id]

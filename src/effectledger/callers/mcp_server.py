@@ -253,9 +253,12 @@ def build_server(
     )
 
 
-def serve_stdio(ledger: EffectLedger, context: Context) -> None:
-    """Serve the ledger's tools over stdio, acting for ``context``, until the host closes it."""
-    build_server(ledger, context=context).run(transport="stdio")
+def serve_stdio(ledger: EffectLedger, context: Context, *, review: bool = False) -> None:
+    """Serve the ledger's tools over stdio, acting for ``context``, until the host closes it.
+
+    ``review`` adds the reviewer's ``pending_proposals`` tool (see :func:`build_server`).
+    """
+    build_server(ledger, context=context, review=review).run(transport="stdio")
 
 
 def serve_streamable_http(
@@ -266,13 +269,15 @@ def serve_streamable_http(
     port: int = 8000,
     path: str = "/mcp",
     public_url: str | None = None,
+    review: bool = False,
 ) -> None:
     """Serve the ledger's tools over streamable HTTP to bearer-token holders until interrupted.
 
-    ``public_url`` is the endpoint's URL as clients reach it (default ``http://HOST:PORT/PATH``).
+    ``public_url`` is the endpoint's URL as clients reach it (default ``http://HOST:PORT/PATH``);
+    ``review`` adds the reviewer's ``pending_proposals`` tool (see :func:`build_server`).
     """
     url = public_url or f"http://{host}:{port}{path}"
-    server = build_server(ledger, identities=identities, server_url=url)
+    server = build_server(ledger, identities=identities, server_url=url, review=review)
     server.run(transport="streamable-http", host=host, port=port, streamable_http_path=path)
 
 
