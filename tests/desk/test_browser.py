@@ -19,6 +19,7 @@ from effectledger import LookupMode, ManualClock, OperationState, SubmitMode
 from effectledger.audit.keys import new_key_pair
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.signers import Signer
+from effectledger.callers.api_keys import ApiKeys
 from effectledger.model import Context
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.conftest import count_rows
@@ -252,3 +253,26 @@ def test_investigator_downloads_a_proof_and_the_cli_verifies_it(
     assert b'"actor":"agent-7"' in saved.read_bytes()
     tampered.write_bytes(saved.read_bytes().replace(b'"actor":"agent-7"', b'"actor":"agent-8"'))
     assert cli("audit", "verify", "--bundle", str(tampered), "--key", verifier_key).returncode != 0
+
+
+def test_hostile_arguments_render_as_text_and_a_revoked_key_ends_the_session(
+    desk: Desk, page: Any, store_url: str
+) -> None:
+    """Markup in a model's arguments is shown, never run; revoking the key logs the person out."""
+    hostile = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+    proposal = desk.world.app.propose(
+        AGENT, "refund_order", {**_refund("ord-9101"), "reason": hostile}
+    )
+    log_in(page, desk, "rita")
+    page.goto(f"{desk.base}/desk/proposals/{proposal.proposal_id}")
+    assert page.evaluate("() => window.pwned") is None
+    assert "<script>window.pwned = 1</script>" in page.locator("main").inner_text()
+    bad = page.goto(f"{desk.base}/desk/proposals/no%20such;id")
+    assert bad is not None
+    assert bad.status in (400, 404, 422)
+    keys = ApiKeys(desk.world.app.store)
+    (rita,) = [key for key in keys.list(tenant_id="acme") if key.actor_id == "rita"]
+    keys.revoke(rita.key_id)
+    page.goto(f"{desk.base}/desk/")
+    assert page.url.endswith("/desk/login")
+    assert count_rows(store_url, "approvals") == 0

@@ -7,6 +7,7 @@ page that names the stable code and says what to do; nothing else is shown of th
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -77,6 +78,10 @@ class _Desk:
         self.templates = Environment(
             loader=PackageLoader("effectledger.callers.desk", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
+        )
+        # JSON as the reviewer reads it (not tojson's \u003c escapes); autoescape makes it safe.
+        self.templates.filters["as_json"] = lambda value: json.dumps(
+            value, ensure_ascii=False, sort_keys=True
         )
 
     # -- rendering -----------------------------------------------------------------------
