@@ -72,6 +72,13 @@ from effectledger.model import (
 from effectledger.outcomes import DenialReason, EffectOutcome, EffectResult, TraceStep
 from effectledger.policy import Decision, Policy, Preauthorization, RulePolicy, Tier
 from effectledger.recovery import RecoveryReport, RecoveryWorker
+from effectledger.review_queue import (
+    PendingPage,
+    PendingProposal,
+    ProposalReview,
+    QueueOrder,
+    ReviewState,
+)
 from effectledger.serialize import to_dict
 from effectledger.service import EffectService
 from effectledger.store import Store, open_store
@@ -137,12 +144,17 @@ __all__ = [
     "OperationIdTaken",
     "OperationState",
     "Outcome",
+    "PendingPage",
+    "PendingProposal",
     "Policy",
     "Preauthorization",
     "ProofError",
     "Proposal",
+    "ProposalReview",
+    "QueueOrder",
     "RecoveryReport",
     "RecoveryWorker",
+    "ReviewState",
     "RulePolicy",
     "SecretUnavailable",
     "SimulatedReceiver",

@@ -28,8 +28,8 @@ from effectledger.ledger import LedgerSettings
 from effectledger.model import AuditEvent, Context, DispatchResult, Observation, Operation
 from effectledger.outcomes import EffectResult
 from effectledger.proposals import Approval, CapacityUsage, Correlation, Proposal
-from effectledger.queue import PendingPage, ProposalReview, QueueOrder
 from effectledger.recovery import RecoveryReport
+from effectledger.review_queue import PendingPage, ProposalReview, QueueOrder
 
 if TYPE_CHECKING:
     from effectledger.audit.explain import Sentence

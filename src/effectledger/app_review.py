@@ -21,7 +21,7 @@ from effectledger.errors import ApprovalRefused
 from effectledger.ledger import Ledger
 from effectledger.model import Context
 from effectledger.proposals import Approval, Proposal
-from effectledger.queue import PendingPage, PendingProposal, ProposalReview, QueueOrder
+from effectledger.review_queue import PendingPage, PendingProposal, ProposalReview, QueueOrder
 from effectledger.service import EffectService
 from effectledger.store import Store
 

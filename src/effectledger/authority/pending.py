@@ -19,7 +19,7 @@ from effectledger.errors import InvalidInput, NotFound, TamperedProposal
 from effectledger.model import Context, to_micros, validate_identifier
 from effectledger.policy import Policy, Tier
 from effectledger.proposals import Proposal, proposal_from_row
-from effectledger.queue import PendingPage, PendingProposal, QueueOrder
+from effectledger.review_queue import PendingPage, PendingProposal, QueueOrder
 from effectledger.store import Row, Store, Transaction
 
 __all__ = ["MAX_PAGE", "QueueFilter", "approvals_required", "pending_page"]

@@ -15,7 +15,7 @@ from effectledger.actions import Action
 from effectledger.authority.pending import approvals_required
 from effectledger.model import Context, to_micros
 from effectledger.proposals import Proposal
-from effectledger.queue import ProposalReview, ReviewState
+from effectledger.review_queue import ProposalReview, ReviewState
 from effectledger.store import Store
 
 __all__ = ["refusal_of", "review_of"]

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import httpx
 
 from effectledger.errors import InvalidInput
-from effectledger.queue import PendingProposal
+from effectledger.review_queue import PendingProposal
 
 __all__ = ["Webhook", "WebhookNotifier", "chat_message", "json_document"]
 

@@ -25,10 +25,10 @@ from effectledger.app import EffectLedger
 from effectledger.callers.api_keys import ApiKeys
 from effectledger.callers.desk.security import SECURITY_HEADERS
 from effectledger.callers.desk.sessions import SESSION_LIFETIME, Session, Sessions
-from effectledger.callers.desk.views import capacity_view, operation_view, review_queue
+from effectledger.callers.desk.views import capacity_view, manual_reviews, operation_view
 from effectledger.errors import ApprovalRefused, EffectLedgerError, InvalidInput
 from effectledger.model import Observation
-from effectledger.queue import expiry_phrase
+from effectledger.review_queue import expiry_phrase
 
 __all__ = ["DESK_PATH", "create_desk"]
 
@@ -339,7 +339,7 @@ class _Desk:
         if session is None:
             return self.redirect(request, "/login")
         try:
-            waiting = await run_in_threadpool(review_queue, self.ledger, session.context)
+            waiting = await run_in_threadpool(manual_reviews, self.ledger, session.context)
         except EffectLedgerError as exc:
             return self.failed(request, session, exc)
         return self.render(request, "reviews.html", session=session, waiting=waiting)

@@ -17,7 +17,7 @@ from effectledger.events.chain import verify_chain
 from effectledger.model import AuditEvent, Context, Operation, OperationState
 from effectledger.transitions import TRANSITIONS, transition
 
-__all__ = ["MachineRow", "OperationView", "capacity_view", "operation_view", "review_queue"]
+__all__ = ["MachineRow", "OperationView", "capacity_view", "manual_reviews", "operation_view"]
 
 _UNRESOLVED = frozenset(
     {OperationState.IN_PROGRESS, OperationState.OUTCOME_UNKNOWN, OperationState.MANUAL_REVIEW}
@@ -127,7 +127,7 @@ def operation_view(ledger: EffectLedger, context: Context, operation_id: str) ->
     )
 
 
-def review_queue(ledger: EffectLedger, context: Context) -> list[dict[str, Any]]:
+def manual_reviews(ledger: EffectLedger, context: Context) -> list[dict[str, Any]]:
     """The tenant's operations in MANUAL_REVIEW, soonest deadline first, with their evidence."""
     waiting = [
         op
