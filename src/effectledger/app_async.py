@@ -141,6 +141,10 @@ class AsyncEffectLedger:
             after=after,
         )
 
+    async def manual_reviews(self, context: Context, *, limit: int = 100) -> list[Operation]:
+        """:meth:`EffectLedger.manual_reviews`, awaitable."""
+        return await self._call(self.sync.manual_reviews, context, limit=limit)
+
     async def prove(self, context: Context, operation_id: str) -> bytes:
         """:meth:`EffectLedger.prove`, awaitable."""
         return await self._call(self.sync.prove, context, operation_id)

@@ -19,9 +19,10 @@ from effectledger.authority.pending import QueueFilter, approvals_required, pend
 from effectledger.authority.review import refusal_of, review_of
 from effectledger.errors import ApprovalRefused
 from effectledger.ledger import Ledger
-from effectledger.model import Context
+from effectledger.model import Context, Operation, validate_limit
 from effectledger.proposals import Approval, Proposal
 from effectledger.review_queue import PendingPage, PendingProposal, ProposalReview, QueueOrder
+from effectledger.rows import operation_from_row
 from effectledger.service import EffectService
 from effectledger.store import Store
 
@@ -162,3 +163,13 @@ class ReviewerViews:
             path = Path(folder) / "receipt"
             prove_events(self.store, context.tenant_id, ids, path)
             return path.read_bytes()
+
+    def manual_reviews(self, context: Context, *, limit: int = 100) -> list[Operation]:
+        """The tenant's operations in MANUAL_REVIEW, soonest deadline first (approver or auditor).
+
+        Read from an index of the operations in review alone, however long the history.
+        """
+        require_reader(context)
+        params = {"tenant_id": context.tenant_id, "limit": validate_limit(limit)}
+        rows = self.store.read(lambda tx: tx.all("operations_in_review", params))
+        return [operation_from_row(row) for row in rows]

@@ -21,6 +21,7 @@ from effectledger import (
     NotPermitted,
     RulePolicy,
     SimulatedReceiver,
+    SubmitMode,
     connect,
 )
 from effectledger.model import Context
@@ -225,3 +226,25 @@ def test_a_reviewer_may_still_deny_what_others_approved(
     )
     assert not denial.granted
     assert app.review(RITA, approved.proposal_id).state.value == "denied"
+
+
+def test_manual_reviews_list_only_operations_in_review(
+    app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock
+) -> None:
+    """Only MANUAL_REVIEW operations are listed, soonest deadline first; others are not."""
+    refund = declare_refund(app, receiver)
+    receiver.submit_mode = SubmitMode.ACCEPT_THEN_LOSE_REPLY
+    made = []
+    for order in ("ord-a", "ord-b", "ord-c"):
+        proposal = app.propose(AGENT, refund, **_refund(order))
+        app.approve(RITA, proposal)
+        app.perform(AGENT, proposal)
+        made.append(proposal)
+        clock.advance(timedelta(minutes=1))
+    app.escalate(RITA, made[2], reason="customer called", owner="operations")
+    clock.advance(timedelta(minutes=1))
+    app.escalate(RITA, made[0], reason="customer called", owner="operations")
+    listed = [op.operation_id for op in app.manual_reviews(RITA)]
+    assert listed == [made[2].operation_id, made[0].operation_id]
+    with pytest.raises(NotPermitted):
+        app.manual_reviews(AGENT)

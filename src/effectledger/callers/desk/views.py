@@ -22,7 +22,7 @@ __all__ = ["MachineRow", "OperationView", "capacity_view", "manual_reviews", "op
 _UNRESOLVED = frozenset(
     {OperationState.IN_PROGRESS, OperationState.OUTCOME_UNKNOWN, OperationState.MANUAL_REVIEW}
 )
-MAX_REVIEWS = 1000
+MAX_REVIEWS = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,13 +129,8 @@ def operation_view(ledger: EffectLedger, context: Context, operation_id: str) ->
 
 def manual_reviews(ledger: EffectLedger, context: Context) -> list[dict[str, Any]]:
     """The tenant's operations in MANUAL_REVIEW, soonest deadline first, with their evidence."""
-    waiting = [
-        op
-        for op in ledger.operations(context, limit=MAX_REVIEWS)
-        if op.state is OperationState.MANUAL_REVIEW
-    ]
     entries = []
-    for op in sorted(waiting, key=lambda o: (o.review_deadline or o.created_at, o.operation_id)):
+    for op in ledger.manual_reviews(context, limit=MAX_REVIEWS):
         events = ledger.events(context, op.operation_id)
         evidence = [e.evidence_reference for e in events if e.evidence_reference]
         entries.append(

@@ -329,6 +329,10 @@ CREATE INDEX operations_unresolved
     ON operations (tenant_id, operation_id)
     WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN');
 
+CREATE INDEX operations_in_review
+    ON operations (tenant_id, review_deadline_us, operation_id)
+    WHERE state = 'MANUAL_REVIEW';
+
 CREATE TABLE evidence_blobs (
     tenant_id  TEXT    NOT NULL,
     sha256     TEXT    NOT NULL CHECK (length(sha256) = 64),

@@ -133,6 +133,12 @@ WHERE changes() = 1;
 SELECT * FROM operations WHERE tenant_id = :tenant_id
 ORDER BY created_us DESC, operation_id LIMIT :limit;
 
+-- name: operations_in_review
+-- The manual-review queue: the tenant's operations in MANUAL_REVIEW, soonest deadline first.
+SELECT * FROM operations
+WHERE tenant_id = :tenant_id AND state = 'MANUAL_REVIEW'
+ORDER BY review_deadline_us, operation_id LIMIT :limit;
+
 -- name: operations_ready
 -- READY operations of one destination, oldest first (for executors that recheck before claiming).
 SELECT tenant_id, operation_id, requester_id FROM operations
