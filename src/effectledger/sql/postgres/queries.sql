@@ -335,7 +335,7 @@ SELECT p.*,
        ) AS reviewer_approved
 FROM proposals AS p
 WHERE p.tenant_id = %(tenant_id)s AND p.expires_us > %(now_us)s AND p.expires_us < %(expiring_before)s
-  AND (p.expires_us > %(after_us)s OR (p.expires_us = %(after_us)s AND p.proposal_id > %(after_id)s))
+  AND (p.expires_us, p.proposal_id) > (%(after_us)s, %(after_id)s)
   AND (%(action)s = '' OR p.action = %(action)s)
   AND (%(pool)s = '' OR p.pool = %(pool)s)
   AND (%(proposer_id)s = '' OR p.proposer_id = %(proposer_id)s)
@@ -352,7 +352,8 @@ LIMIT %(limit)s;
 
 -- name: proposals_pending_newest
 -- The reviewer's queue, newest first: as proposals_pending_expiring, walking back from the
--- cursor (creation time, id).
+-- cursor (creation time, id). The cursors are row values: SQLite walks the index from them
+-- and stops after a page, where an OR of the two columns made it read every live proposal.
 SELECT p.*,
        (
            SELECT count(DISTINCT g.approver_id) FROM approvals AS g
@@ -367,8 +368,8 @@ SELECT p.*,
              AND m.expires_us > %(now_us)s
        ) AS reviewer_approved
 FROM proposals AS p
-WHERE p.tenant_id = %(tenant_id)s AND p.created_us <= %(after_us)s
-  AND (p.created_us < %(after_us)s OR p.proposal_id < %(after_id)s)
+WHERE p.tenant_id = %(tenant_id)s
+  AND (p.created_us, p.proposal_id) < (%(after_us)s, %(after_id)s)
   AND p.expires_us > %(now_us)s AND p.expires_us < %(expiring_before)s
   AND (%(action)s = '' OR p.action = %(action)s)
   AND (%(pool)s = '' OR p.pool = %(pool)s)

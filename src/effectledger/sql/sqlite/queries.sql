@@ -309,7 +309,7 @@ SELECT p.*,
        ) AS reviewer_approved
 FROM proposals AS p
 WHERE p.tenant_id = :tenant_id AND p.expires_us > :now_us AND p.expires_us < :expiring_before
-  AND (p.expires_us > :after_us OR (p.expires_us = :after_us AND p.proposal_id > :after_id))
+  AND (p.expires_us, p.proposal_id) > (:after_us, :after_id)
   AND (:action = '' OR p.action = :action)
   AND (:pool = '' OR p.pool = :pool)
   AND (:proposer_id = '' OR p.proposer_id = :proposer_id)
@@ -326,7 +326,8 @@ LIMIT :limit;
 
 -- name: proposals_pending_newest
 -- The reviewer's queue, newest first: as proposals_pending_expiring, walking back from the
--- cursor (creation time, id).
+-- cursor (creation time, id). The cursors are row values: SQLite walks the index from them
+-- and stops after a page, where an OR of the two columns made it read every live proposal.
 SELECT p.*,
        (
            SELECT count(DISTINCT g.approver_id) FROM approvals AS g INDEXED BY approvals_by_proposal
@@ -341,8 +342,8 @@ SELECT p.*,
              AND m.expires_us > :now_us
        ) AS reviewer_approved
 FROM proposals AS p
-WHERE p.tenant_id = :tenant_id AND p.created_us <= :after_us
-  AND (p.created_us < :after_us OR p.proposal_id < :after_id)
+WHERE p.tenant_id = :tenant_id
+  AND (p.created_us, p.proposal_id) < (:after_us, :after_id)
   AND p.expires_us > :now_us AND p.expires_us < :expiring_before
   AND (:action = '' OR p.action = :action)
   AND (:pool = '' OR p.pool = :pool)
