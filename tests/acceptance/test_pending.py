@@ -74,10 +74,12 @@ def test_queue_lists_only_what_waits(
 def test_queue_offers_a_reviewer_only_what_they_may_decide(
     app: EffectLedger, receiver: SimulatedReceiver
 ) -> None:
-    """A reviewer's own proposals and those they approved are not offered; others still are."""
+    """A reviewer's own proposals, and those with every approval, are not offered; others are."""
     refund = declare_refund(app, receiver)
     by_rita = app.propose(RITA, refund, **_refund("ord-r"))
     by_agent = app.propose(AGENT, refund, **_refund("ord-a"))
+    approved = app.propose(AGENT, refund, **_refund("ord-b"))
+    app.approve(Context(tenant_id="acme", actor_id="tom", roles=frozenset({"approver"})), approved)
     assert [e.proposal.proposal_id for e in app.pending(RITA).entries] == [by_agent.proposal_id]
     assert {e.proposal.proposal_id for e in app.pending(SAM).entries} == {
         by_rita.proposal_id,

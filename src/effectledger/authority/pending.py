@@ -130,13 +130,14 @@ def _entry(
     if policy.may_approve(reviewer, proposal) is not None:
         return None
     required = approvals_required(policy, proposal, now)
-    if required is None:
-        return None
+    granted = int(row["approvers"])
+    if required is None or granted >= required:
+        return None  # no person needed, or every approval it needs is recorded
     return PendingProposal(
         proposal=proposal,
         policy_version=proposal.policy_version,
         approvals_required=required,
-        approvals_granted=int(row["approvers"]),
+        approvals_granted=granted,
         expires_at=proposal.expires_at,
     )
 
