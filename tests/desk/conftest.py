@@ -63,9 +63,14 @@ class Desk:
         return self.world.receiver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless system Chromium for the session."""
+    """One headless system Chromium per test module.
+
+    Playwright's sync API runs an event loop on this thread while it is open: closing it with
+    the module keeps that loop from outliving the browser tests and breaking ``asyncio.run``
+    in the tests after them.
+    """
     executable = chromium_path()
     sync_api = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
