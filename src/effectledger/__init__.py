@@ -85,6 +85,13 @@ from effectledger.model import (
     Proposal,
     TraceStep,
 )
+from effectledger.model.review import (
+    PendingPage,
+    PendingProposal,
+    ProposalReview,
+    QueueOrder,
+    ReviewState,
+)
 from effectledger.model.views import to_dict
 from effectledger.workers import RecoveryReport
 
@@ -146,11 +153,16 @@ __all__ = [
     "OperationIdTaken",
     "OperationState",
     "Outcome",
+    "PendingPage",
+    "PendingProposal",
     "Policy",
     "Preauthorization",
     "ProofError",
     "Proposal",
+    "ProposalReview",
+    "QueueOrder",
     "RecoveryReport",
+    "ReviewState",
     "RulePolicy",
     "SecretUnavailable",
     "SimulatedReceiver",

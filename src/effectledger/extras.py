@@ -19,7 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cedar": ("cedarpy",),
     "http": ("httpx",),
     "receiver": ("starlette", "uvicorn", "httpx"),
-    "server": ("fastapi", "uvicorn"),
+    "server": ("fastapi", "uvicorn", "jinja2"),
     "mcp": ("mcp",),
     "maf": ("agent_framework",),
     "openai-agents": ("agents",),

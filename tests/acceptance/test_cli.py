@@ -32,7 +32,8 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_tells_the_lost_reply_story(tmp_path: Path) -> None:
-    """The refund demo refuses the edit, reconciles the lost reply, and shows one effect."""
+    """The refund demo refuses the edit, reconciles the lost reply, shows one effect, and ends
+    with a status command (full ids, its tenant) that works as printed."""
     done = run_cli("demo", "--dir", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -46,6 +47,15 @@ def test_demo_tells_the_lost_reply_story(tmp_path: Path) -> None:
     assert "1 submission, 1 lookup, 1 effect" in out
     receiver = SimulatedReceiver(tmp_path / "receiver.db")
     assert receiver.counts().effects == 1
+    assert "in tenant acme" in out
+    status = next(line for line in out.splitlines() if line.startswith("  effectledger status"))
+    operation_id = status.split()[-1]
+    assert operation_id.startswith("op-")
+    assert f"/desk/operations/{operation_id}" in out
+    shown = run_cli(*status.split()[1:], "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert operation_id in shown.stdout
+    assert "SUCCEEDED" in shown.stdout
 
 
 @pytest.mark.slow

@@ -99,7 +99,8 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Path) -> None:
-    """``serve`` answers health, publishes OpenAPI, accepts a CLI-made key and stops on SIGTERM."""
+    """``serve`` answers health, publishes OpenAPI, accepts a CLI-made key, mounts the desk with
+    secure cookies and stops on SIGTERM."""
     made = cli(
         "keys",
         "create",
@@ -157,6 +158,11 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         )
         assert proposal.status_code == 201, proposal.text
         assert proposal.json()["proposer_id"] == "agent-7"
+        desk = httpx.get(f"{base}/desk/login")
+        assert desk.status_code == 200
+        assert "default-src 'none'" in desk.headers["content-security-policy"]
+        assert "Secure" in desk.headers["set-cookie"]
+        assert httpx.get(f"{base}/desk/static/desk.css").status_code == 200
     finally:
         server.send_signal(signal.SIGTERM)
         output = server.communicate(timeout=30)[0]

@@ -34,9 +34,9 @@ FLOORS: dict[str, int] = {
     "receiver": 4,
     "authority": 5,
     "workers": 5,
-    "examples": 5,
     "app": 6,
     "callers": 7,
+    "examples": 7,
     "cli": 8,
     "__main__": 9,
 }

@@ -33,6 +33,7 @@ WHOLE_TENANT = {
     "log_checkpoint_latest": "a tenant's latest checkpoint, newest first on its key",
     "api_keys_list": "an administrator's list of every API key",
     "api_keys_list_tenant": "an administrator's list of a tenant's API keys",
+    "operations_in_review": "the manual-review queue: the partial index holds only those in review",
 }
 _PARAMETER = re.compile(r":(\w+)")
 

@@ -103,7 +103,8 @@ class ActionOptions(TypedDict, total=False):
     ``pool`` and ``units`` draw capacity (none unless a pool is named); ``target`` and
     ``version`` name the resource acted on and read its current version; ``policy`` defaults to
     approval required for every effect; ``ttl`` bounds how long a proposal may wait
-    (:data:`DEFAULT_PROPOSAL_TTL`); ``description`` is what a model and a reviewer are shown.
+    (``None``: the ledger's ``proposal_ttl``, :data:`DEFAULT_PROPOSAL_TTL` unless set);
+    ``description`` is what a model and a reviewer are shown.
     """
 
     pool: str | None
@@ -111,7 +112,7 @@ class ActionOptions(TypedDict, total=False):
     target: Callable[[Any], str] | None
     version: Callable[[Context, str], str] | None
     policy: Policy | None
-    ttl: timedelta
+    ttl: timedelta | None
     description: str
 
 

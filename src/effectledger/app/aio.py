@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +37,7 @@ from effectledger.model.operations import (
     Operation,
 )
 from effectledger.model.results import EffectResult
+from effectledger.model.review import PendingPage, ProposalReview, QueueOrder
 from effectledger.workers.recovery import RecoveryReport
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ __all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
 
 T = TypeVar("T")
 
-SYNC_ONLY = frozenset({"action", "register", "executor_for"})
+SYNC_ONLY = frozenset({"action", "register", "executor_for", "notify_with"})
 """Methods of :class:`EffectLedger` that declare or look up rather than do (no I/O)."""
 
 
@@ -87,6 +88,7 @@ class AsyncEffectLedger:
         self.action = sync.action
         self.register = sync.register
         self.executor_for = sync.executor_for
+        self.notify_with = sync.notify_with
         self._running: set[asyncio.Future[Any]] = set()
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -122,6 +124,57 @@ class AsyncEffectLedger:
     async def proposal(self, context: Context, proposal_id: str) -> Proposal:
         """:meth:`EffectLedger.proposal`, awaitable."""
         return await self._call(self.sync.proposal, context, proposal_id)
+
+    async def pending(
+        self,
+        context: Context,
+        *,
+        action: str | None = None,
+        pool: str | None = None,
+        proposer: str | None = None,
+        expiring_before: datetime | None = None,
+        order: QueueOrder | str = QueueOrder.EXPIRING,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> PendingPage:
+        """:meth:`EffectLedger.pending`, awaitable."""
+        return await self._call(
+            self.sync.pending,
+            context,
+            action=action,
+            pool=pool,
+            proposer=proposer,
+            expiring_before=expiring_before,
+            order=order,
+            limit=limit,
+            after=after,
+        )
+
+    async def manual_reviews(self, context: Context, *, limit: int = 100) -> list[Operation]:
+        """:meth:`EffectLedger.manual_reviews`, awaitable."""
+        return await self._call(self.sync.manual_reviews, context, limit=limit)
+
+    async def prove(self, context: Context, operation_id: str) -> bytes:
+        """:meth:`EffectLedger.prove`, awaitable."""
+        return await self._call(self.sync.prove, context, operation_id)
+
+    async def review(self, context: Context, proposal_id: str) -> ProposalReview:
+        """:meth:`EffectLedger.review`, awaitable."""
+        return await self._call(self.sync.review, context, proposal_id)
+
+    async def decide(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        approve: bool,
+        reason: str | None = None,
+    ) -> Approval:
+        """:meth:`EffectLedger.decide`, awaitable."""
+        return await self._call(
+            self.sync.decide, context, proposal_id, digest=digest, approve=approve, reason=reason
+        )
 
     async def approve(
         self,

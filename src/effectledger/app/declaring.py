@@ -10,6 +10,7 @@ authority is its guard). :meth:`~effectledger.EffectLedger.action` and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Unpack, overload
 
 from pydantic import BaseModel
 
@@ -39,19 +40,60 @@ class Declarations:
         self.destinations: dict[DestinationRef, Destination] = {}
         self.executors: dict[DestinationRef, Executor] = {}
 
-    def declare(
+    @overload
+    def action(
         self,
         *,
         contract: str,
-        account: str | None,
-        endpoint: str | None,
-        destination: Destination | None,
-        name: str | None,
-        arguments: type[BaseModel] | None,
-        options: ActionOptions,
+        account: str,
+        endpoint: str,
+        name: str | None = None,
+        arguments: type[BaseModel] | None = None,
+        **options: Unpack[ActionOptions],
+    ) -> Callable[[SubmitFunction], ActionHandle]: ...
+
+    @overload
+    def action(
+        self,
+        *,
+        contract: str,
+        destination: Destination,
+        name: str,
+        arguments: type[BaseModel],
+        **options: Unpack[ActionOptions],
+    ) -> ActionHandle: ...
+
+    def action(
+        self,
+        *,
+        contract: str,
+        account: str | None = None,
+        endpoint: str | None = None,
+        destination: Destination | None = None,
+        name: str | None = None,
+        arguments: type[BaseModel] | None = None,
+        **options: Unpack[ActionOptions],
     ) -> Callable[[SubmitFunction], ActionHandle] | ActionHandle:
-        """What :meth:`effectledger.EffectLedger.action` does; see its docstring."""
-        declaration = Declaration(contract=contract, **options)
+        """Declare a consequential action; ``options`` are :class:`~effectledger.actions.
+        functions.ActionOptions` (capacity, target and version, policy, a proposal's ``ttl``).
+
+        With ``account`` and ``endpoint`` it decorates the function that performs the effect
+        (``fn(arguments..., key) -> Observation``; decorate its lookup with ``@handle.lookup``).
+        With ``destination`` (an adapter such as a ``SimulatedReceiver``) it returns the handle.
+        ``ttl`` defaults to the ledger's ``LedgerSettings.proposal_ttl`` (15 minutes); past it
+        the proposal is denied ``expired`` and needs a new one.
+        """
+        ttl = options.get("ttl") or self._authority.ledger.settings.proposal_ttl
+        declaration = Declaration(
+            contract=contract,
+            pool=options.get("pool"),
+            units=options.get("units"),
+            target=options.get("target"),
+            version=options.get("version"),
+            policy=options.get("policy"),
+            ttl=ttl,
+            description=options.get("description", ""),
+        )
         if destination is not None:
             if account is not None or endpoint is not None or name is None or arguments is None:
                 raise InvalidInput(

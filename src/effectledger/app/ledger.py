@@ -12,25 +12,24 @@ plain ids. The lower layer stays reachable as ``.store``, ``.ledger``, ``.author
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Unpack, overload
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from effectledger import telemetry
-from effectledger.actions.functions import ActionHandle, ActionOptions
-from effectledger.actions.registry import Action, ActionRegistry
-from effectledger.app import passes, performing
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app import passes, performing, reviewing
 from effectledger.app.access import require_reader, visible_operation, visible_proposal
 from effectledger.app.declaring import Declarations
 from effectledger.app.refs import ActionRef, OperationRef, ProposalRef, operation_id_of, shown
 from effectledger.authority import Authority
+from effectledger.authority.pending import QueueFilter
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
-from effectledger.destinations.function import SubmitFunction
 from effectledger.errors import InvalidInput
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.ledger.summary import LedgerSummary, summarize
@@ -44,6 +43,7 @@ from effectledger.model.operations import (
     Operation,
 )
 from effectledger.model.results import EffectResult
+from effectledger.model.review import PendingPage, ProposalReview, QueueOrder
 from effectledger.store import Store
 from effectledger.workers.executor import Executor
 from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
@@ -90,66 +90,11 @@ class EffectLedger:
         self._declared = Declarations(self.registry, self.authority)
         self._declared.bind_all(destinations)
         self._signer = signer
-
-    # -- declaring -----------------------------------------------------------------------
-
-    @overload
-    def action(
-        self,
-        *,
-        contract: str,
-        account: str,
-        endpoint: str,
-        name: str | None = None,
-        arguments: type[BaseModel] | None = None,
-        **options: Unpack[ActionOptions],
-    ) -> Callable[[SubmitFunction], ActionHandle]: ...
-
-    @overload
-    def action(
-        self,
-        *,
-        contract: str,
-        destination: Destination,
-        name: str,
-        arguments: type[BaseModel],
-        **options: Unpack[ActionOptions],
-    ) -> ActionHandle: ...
-
-    def action(
-        self,
-        *,
-        contract: str,
-        account: str | None = None,
-        endpoint: str | None = None,
-        destination: Destination | None = None,
-        name: str | None = None,
-        arguments: type[BaseModel] | None = None,
-        **options: Unpack[ActionOptions],
-    ) -> Callable[[SubmitFunction], ActionHandle] | ActionHandle:
-        """Declare a consequential action; ``options`` are :class:`~effectledger.actions.
-        functions.ActionOptions` (capacity, target and version, policy, a proposal's ``ttl``).
-
-        With ``account`` and ``endpoint`` it decorates the function that performs the effect
-        (``fn(arguments..., key) -> Observation``; decorate its lookup with ``@handle.lookup``).
-        With ``destination`` (an adapter such as a ``SimulatedReceiver``) it returns the handle.
-        """
-        return self._declared.declare(
-            contract=contract,
-            account=account,
-            endpoint=endpoint,
-            destination=destination,
-            name=name,
-            arguments=arguments,
-            options=options,
-        )
-
-    def register(
-        self, action: ActionHandle | Action, destination: Destination | None = None
-    ) -> ActionHandle:
-        """Register a handle, or a lower-layer :class:`~effectledger.actions.Action` with its
-        destination adapter; one adapter per account and endpoint, one action per name."""
-        return self._declared.register(action, destination)
+        self._notifiers: tuple[reviewing.Notify, ...] = ()
+        self.action = self._declared.action
+        """Declare an action (:meth:`~effectledger.app.declaring.Declarations.action`)."""
+        self.register = self._declared.register
+        """Register a lower-layer :class:`~effectledger.actions.Action` with its adapter."""
 
     # -- proposing and deciding ----------------------------------------------------------
 
@@ -180,6 +125,8 @@ class EffectLedger:
             )
             span.set(proposal_id=made.proposal_id, operation_id=made.operation_id)
             telemetry.correlation_attributes(span, made.correlation)
+        if self._notifiers:  # after the proposal is committed; never blocks or undoes it
+            reviewing.announce(self._notifiers, self.registry, made, self.ledger.clock.now())
         return made
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
@@ -209,6 +156,60 @@ class EffectLedger:
         """Deny the proposal as shown, recording who and why; a denial is final."""
         proposal_id, seen = shown(proposal, digest)
         return self.authority.deny(approver, proposal_id, digest=seen, reason=reason)
+
+    # -- the reviewer's desk -------------------------------------------------------------
+
+    def pending(
+        self,
+        context: Context,
+        *,
+        action: str | None = None,
+        pool: str | None = None,
+        proposer: str | None = None,
+        expiring_before: datetime | None = None,
+        order: QueueOrder | str = QueueOrder.EXPIRING,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> PendingPage:
+        """What waits for ``context``'s decision, a page at a time (:func:`~effectledger.app.
+        reviewing.pending`); filter by action, pool, proposer and expiry."""
+        where = QueueFilter(
+            action=action, pool=pool, proposer_id=proposer, expiring_before=expiring_before
+        )
+        return reviewing.pending(
+            self.authority, context, where=where, order=order, limit=limit, after=after
+        )
+
+    def review(self, context: Context, proposal_id: str) -> ProposalReview:
+        """Where the proposal stands for this reviewer (:func:`.reviewing.review`)."""
+        return reviewing.review(self.authority, context, proposal_id)
+
+    def decide(
+        self,
+        context: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        approve: bool,
+        reason: str | None = None,
+    ) -> Approval:
+        """Approve or deny only while it still waits (:func:`.reviewing.decide`)."""
+        return reviewing.decide(
+            self.authority, context, proposal_id, digest=digest, approve=approve, reason=reason
+        )
+
+    def prove(self, context: Context, operation_id: str) -> bytes:
+        """A receipt of the operation's sealed events (:func:`.reviewing.prove`)."""
+        return reviewing.prove(self.authority, context, operation_id)
+
+    def manual_reviews(self, context: Context, *, limit: int = 100) -> list[Operation]:
+        """The tenant's operations in MANUAL_REVIEW, soonest deadline first (a reviewer's)."""
+        return reviewing.manual_reviews(self.authority, context, limit=limit)
+
+    def notify_with(self, notifier: reviewing.Notify) -> None:
+        """Tell ``notifier`` of every proposal that needs a decision, once it is recorded
+        (:class:`~effectledger.callers.notify.WebhookNotifier` posts them to webhooks)."""
+        self._notifiers = (*self._notifiers, notifier)
 
     # -- performing ----------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from pydantic import AnyHttpUrl, ConfigDict
 
 from effectledger.app.ledger import EffectLedger
 from effectledger.callers.function_tools import FunctionTools, ToolDefinition, ToolResult
+from effectledger.callers.review_tools import ReviewTools
 from effectledger.errors import EffectLedgerError, InvalidInput, NotPermitted
 from effectledger.model.authority import Correlation
 from effectledger.model.operations import Context
@@ -170,7 +171,9 @@ def _authenticated_context() -> Context:
     )
 
 
-def _tool(tools: FunctionTools, definition: ToolDefinition, context: Context | None) -> Tool:
+def _tool(
+    tools: FunctionTools | ReviewTools, definition: ToolDefinition, context: Context | None
+) -> Tool:
     name = definition.name
 
     async def handler(arguments: dict[str, Any], ctx: MCPContext) -> CallToolResult:
@@ -210,12 +213,15 @@ def build_server(
     context: Context | None = None,
     server_url: str = "http://127.0.0.1:8000/mcp",
     instructions: str | None = None,
+    review: bool = False,
 ) -> MCPServer[Any]:
     """An ``MCPServer`` exposing the ledger's function tools; pass exactly one source of identity.
 
     ``identities`` (for streamable HTTP): every request must carry a bearer token they know.
     ``context`` (for stdio): the launching host's context, used for every call. ``server_url``
-    is the public URL of the HTTP endpoint (the resource the tokens are for).
+    is the public URL of the HTTP endpoint (the resource the tokens are for). ``review`` adds
+    the reviewer's read-only ``pending_proposals`` tool (:mod:`effectledger.callers.review_tools`)
+    for servers that reviewers, not agents, connect to.
     """
     if (identities is None) == (context is None):
         raise InvalidInput("pass exactly one of identities (HTTP) or context (stdio)")
@@ -228,7 +234,10 @@ def build_server(
             validate_token_resource=False,
         )
     tools = FunctionTools(ledger)
-    registered: Iterable[Tool] = [_tool(tools, d, context) for d in tools.definitions()]
+    registered: list[Tool] = [_tool(tools, d, context) for d in tools.definitions()]
+    if review:
+        desk = ReviewTools(ledger)
+        registered += [_tool(desk, d, context) for d in desk.definitions()]
     return MCPServer(
         SERVER_NAME,
         instructions=instructions
@@ -239,14 +248,17 @@ def build_server(
         ),
         token_verifier=identities,
         auth=auth,
-        tools=list(registered),
+        tools=registered,
         log_level="WARNING",
     )
 
 
-def serve_stdio(ledger: EffectLedger, context: Context) -> None:
-    """Serve the ledger's tools over stdio, acting for ``context``, until the host closes it."""
-    build_server(ledger, context=context).run(transport="stdio")
+def serve_stdio(ledger: EffectLedger, context: Context, *, review: bool = False) -> None:
+    """Serve the ledger's tools over stdio, acting for ``context``, until the host closes it.
+
+    ``review`` adds the reviewer's ``pending_proposals`` tool (see :func:`build_server`).
+    """
+    build_server(ledger, context=context, review=review).run(transport="stdio")
 
 
 def serve_streamable_http(
@@ -257,13 +269,15 @@ def serve_streamable_http(
     port: int = 8000,
     path: str = "/mcp",
     public_url: str | None = None,
+    review: bool = False,
 ) -> None:
     """Serve the ledger's tools over streamable HTTP to bearer-token holders until interrupted.
 
-    ``public_url`` is the endpoint's URL as clients reach it (default ``http://HOST:PORT/PATH``).
+    ``public_url`` is the endpoint's URL as clients reach it (default ``http://HOST:PORT/PATH``);
+    ``review`` adds the reviewer's ``pending_proposals`` tool (see :func:`build_server`).
     """
     url = public_url or f"http://{host}:{port}{path}"
-    server = build_server(ledger, identities=identities, server_url=url)
+    server = build_server(ledger, identities=identities, server_url=url, review=review)
     server.run(transport="streamable-http", host=host, port=port, streamable_http_path=path)
 
 

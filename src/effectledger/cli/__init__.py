@@ -1,4 +1,5 @@
-"""The ``effectledger`` command: demo, migrate, status, recover, worker, config, audit, serve, ...
+"""The ``effectledger`` command: demo, migrate, status, recover, worker, config, audit, serve,
+keys, proposals, approve, deny, mcp, witness.
 
 Each command group is one module exposing ``register(commands)``, which adds its parsers and
 gives each a ``handler(args, out) -> exit code`` with ``set_defaults``. Adding a command is one
@@ -20,7 +21,18 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import effectledger
-from effectledger.cli import audit, config, demo, http_api, ledger, mcp, receiver, witness, worker
+from effectledger.cli import (
+    audit,
+    config,
+    demo,
+    http_api,
+    ledger,
+    mcp,
+    receiver,
+    review,
+    witness,
+    worker,
+)
 from effectledger.cli.options import Commands
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
@@ -48,6 +60,7 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     witness,
     receiver,
     http_api,
+    review,
     mcp,
 )
 """The modules whose ``register`` adds the top-level commands, in help order."""

@@ -111,7 +111,9 @@ def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: M
     ledger = app.ledger
     agent = Context(tenant_id="acme", actor_id="support-agent-7", roles=frozenset({"agent"}))
     reviewer = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
-    out.styled(f"[bold]effectledger demo[/bold]: ledger {v(ledger.store.url)}")
+    out.styled(
+        f"[bold]effectledger demo[/bold] in tenant {v('acme')}: ledger {v(ledger.store.url)}"
+    )
     out.styled(f"receiver {v(receiver.path)} (performs, then loses its reply)")
 
     refund = {"order_id": "ord-1001", "amount_minor": 30, "currency": "EUR", "reason": "damaged"}
@@ -204,5 +206,25 @@ def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: M
         f"{counts.submissions} submission, {counts.lookups} lookup, "
         f"[bold]{counts.effects} effect[/bold]."
     )
+    _where_to_look(out, ledger.store.url, receiver, operation_id)
     ok = counts.effects == 1 and refused.reason == "digest_mismatch"
     return 0 if ok else 1
+
+
+def _where_to_look(out: Output, url: str, receiver: SimulatedReceiver, operation_id: str) -> None:
+    """The commands (and the page) to look at what the demo made, with its full ids."""
+    out.line()
+    out.line(f"Tenant acme, operation {operation_id}. To look at what the demo made:")
+    out.line(f"  effectledger status --db {url} --tenant acme {operation_id}")
+    out.line(f"  effectledger audit explain --db {url} --tenant acme {operation_id}")
+    out.line(
+        "On the reviewer's desk (extra server): create a key, serve, and log in with its token:"
+    )
+    out.line(
+        f"  effectledger keys create --db {url} --tenant acme --actor rita --roles approver,auditor"
+    )
+    out.line(
+        f"  EFFECTLEDGER_RECEIVER={receiver.path} effectledger serve --db {url} "
+        "--app effectledger.examples.refunds:desk_app --plain-http-cookies"
+    )
+    out.line(f"  http://127.0.0.1:8000/desk/operations/{operation_id}")

@@ -40,7 +40,8 @@ def register(commands: Commands) -> None:
     serve = commands.add_parser(
         "serve",
         help="run the HTTP API (extra server)",
-        description="Serve the HTTP API (OpenAPI at /openapi.json, health at /healthz).",
+        description="Serve the HTTP API (OpenAPI at /openapi.json, health at /healthz) and the "
+        "reviewer's desk at /desk.",
     )
     add_db(serve)
     serve.add_argument(
@@ -66,6 +67,11 @@ def register(commands: Commands) -> None:
         help="also run the worker (dispatch, recovery, sealing) in this process",
     )
     add_worker_options(serve)
+    serve.add_argument(
+        "--plain-http-cookies",
+        action="store_true",
+        help="send the desk's session cookie without the Secure flag (only behind no TLS)",
+    )
     serve.set_defaults(handler=_serve)
 
     keys = commands.add_parser(
@@ -107,7 +113,13 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
         if args.worker:
             worker = worker_from(ledger, args)
             log_to_stderr(args.log_format)
-        app = create_app(ledger, ApiKeys(ledger.store), max_body_bytes=args.max_body_bytes)
+        app = create_app(
+            ledger,
+            ApiKeys(ledger.store),
+            max_body_bytes=args.max_body_bytes,
+            desk=True,
+            secure_cookies=not args.plain_http_cookies,
+        )
         if worker is not None:
             # uvicorn restores these handlers after its shutdown and re-raises the signal it
             # caught: then it stops the loops instead of ending the process under them.

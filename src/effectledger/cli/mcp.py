@@ -59,6 +59,11 @@ def register(commands: Commands) -> None:
     parser.add_argument(
         "--public-url", help="the endpoint's public URL, if not http://HOST:PORT/PATH"
     )
+    parser.add_argument(
+        "--review",
+        action="store_true",
+        help="also offer reviewers the read-only pending_proposals tool (their queue)",
+    )
     parser.add_argument("--tokens", help="HTTP: JSON file mapping token SHA-256 digests to callers")
     parser.add_argument("--tenant", help="stdio: the tenant the launching host acts for")
     parser.add_argument("--actor", help="stdio: the actor the launching host acts for")
@@ -99,7 +104,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     try:
         if identities is None:
             roles = frozenset(role for role in args.roles.split(",") if role)
-            serve_stdio(ledger, Context(tenant_id=args.tenant, actor_id=args.actor, roles=roles))
+            context = Context(tenant_id=args.tenant, actor_id=args.actor, roles=roles)
+            serve_stdio(ledger, context, review=args.review)
         else:
             serve_streamable_http(
                 ledger,
@@ -108,6 +114,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                 port=args.port,
                 path=args.path,
                 public_url=args.public_url,
+                review=args.review,
             )
     finally:
         ledger.close()

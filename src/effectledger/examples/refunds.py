@@ -12,13 +12,16 @@ from __future__ import annotations
 import threading
 import unicodedata
 from datetime import timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from effectledger.actions.policy import Policy, RulePolicy
 from effectledger.actions.registry import Action
 from effectledger.model.operations import Context, DestinationRef
+
+if TYPE_CHECKING:
+    from effectledger.app import EffectLedger
 
 __all__ = ["ISO_4217", "OrderBook", "RefundArguments", "refund_action"]
 
@@ -113,3 +116,26 @@ def refund_action(
         description="Refund part or all of an order, in minor units of its currency.",
         proposal_ttl=proposal_ttl,
     )
+
+
+def desk_app(store_url: str) -> EffectLedger:
+    """The refund action over ``store_url``, bound to the receiver in ``$EFFECTLEDGER_RECEIVER``.
+
+    What ``effectledger serve --app effectledger.examples.refunds:desk_app`` serves, for
+    looking at a demo's ledger on the desk. The receiver file must exist.
+    """
+    import os
+    from pathlib import Path
+
+    from effectledger.app import connect
+    from effectledger.destinations.simulated import SimulatedReceiver
+    from effectledger.errors import InvalidInput
+
+    path = os.environ.get("EFFECTLEDGER_RECEIVER", "")
+    if not path or not Path(path).is_file():
+        raise InvalidInput("set EFFECTLEDGER_RECEIVER to the demo's receiver.db", field="app")
+    receiver = SimulatedReceiver(path)
+    ledger = connect(store_url, migrate=False)
+    destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
+    ledger.register(refund_action(orders=OrderBook(), destination=destination), receiver)
+    return ledger

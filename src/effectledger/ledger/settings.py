@@ -46,6 +46,9 @@ class LedgerSettings:
     ``lookup_interval``: how far a reserved lookup pushes the next check.
     ``max_inconclusive_lookups``: inconclusive lookups before ``MANUAL_REVIEW``.
     ``review_owner`` / ``review_deadline``: who gets manual review, and by when.
+    ``proposal_ttl``: how long a proposal waits for its decision and admission when the action
+    declares no ``ttl`` of its own; past it no approval is taken and admission is denied
+    ``expired``.
     ``record_budget``: how long :meth:`Ledger.record` may take to write a result, waits for
     locks and re-reads included, whatever the caller does meanwhile. Past it the record fails
     with :class:`~effectledger.errors.StorageBusy`, nothing is written, and the attempt stays
@@ -61,6 +64,7 @@ class LedgerSettings:
     max_inconclusive_lookups: int = 5
     review_owner: str = "operations"
     review_deadline: timedelta = timedelta(hours=24)
+    proposal_ttl: timedelta = timedelta(minutes=15)
     record_budget: timedelta | None = timedelta(seconds=2)
     trail_keys: TrailKeys | None = None
 

@@ -117,7 +117,7 @@ class RecoveryWorker:
     def recover_operation(self, operation: Operation) -> RecoveryReport:
         """Look up this one operation now if it is due, as :meth:`run_once` would; nothing else.
 
-        For a caller that may see only this operation (``EffectService.reconcile``): no other
+        For a caller that may see only this operation (``EffectLedger.reconcile``): no other
         operation is reserved, looked up or escalated.
         """
         report = RecoveryReport()

@@ -13,6 +13,8 @@ that. Every error, from a refused credential to an unknown route, has one JSON s
 :mod:`effectledger.errors`. A body over the limit is refused from its headers (or as soon as its
 stream passes the limit) before anything parses it.
 
+``GET /v1/proposals?state=pending`` is the reviewer's queue
+(:mod:`effectledger.callers.http_queue`).
 ``POST /v1/proposals/{id}/perform`` is idempotent: repeating it returns the recorded result
 (``replayed``) and sends nothing. A denial is ``403 admission_denied`` (``404 not_found`` for an
 unknown or another tenant's proposal) carrying the ledger's result in ``details.result``.
@@ -60,6 +62,7 @@ from effectledger.callers.http.models import (
     proposal_json,
     sentence_json,
 )
+from effectledger.callers.http_queue import add_queue_route
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.authority import Correlation
 from effectledger.model.operations import Context
@@ -102,11 +105,15 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     title: str = "effectledger",
+    desk: bool = False,
+    secure_cookies: bool = True,
 ) -> BodyLimit:
     """The ASGI application of the HTTP API over ``ledger``, authenticating with ``keys``.
 
     Returns the application wrapped in the body-size limit (the FastAPI application is its
-    ``.app``). The ledger and the keys stay the caller's to close.
+    ``.app``). The ledger and the keys stay the caller's to close. ``desk`` mounts the
+    reviewer's pages at ``/desk`` (:mod:`effectledger.callers.desk`; ``secure_cookies=False``
+    only for a desk served on plain HTTP).
     """
     if not isinstance(ledger, EffectLedger):
         raise InvalidInput("create_app needs the EffectLedger that effectledger.connect returns")
@@ -167,6 +174,12 @@ def create_app(
             correlation=correlation,
         )
         return JSONResponse(proposal_json(proposal), status_code=201)
+
+    add_queue_route(app, ledger, authenticated, ["proposals"])
+    if desk:
+        from effectledger.callers.desk import DESK_PATH, create_desk
+
+        app.mount(DESK_PATH, create_desk(ledger, keys, secure_cookies=secure_cookies))
 
     @app.get(
         "/v1/proposals/{proposal_id}",

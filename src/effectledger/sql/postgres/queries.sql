@@ -164,6 +164,12 @@ SELECT state, count(*) AS operations FROM operations WHERE tenant_id = %(tenant_
 SELECT count(*) AS uncertain, min(updated_us) AS oldest_us FROM operations
 WHERE tenant_id = %(tenant_id)s AND state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW');
 
+-- name: operations_in_review
+-- The manual-review queue: the tenant's operations in MANUAL_REVIEW, soonest deadline first.
+SELECT * FROM operations
+WHERE tenant_id = %(tenant_id)s AND state = 'MANUAL_REVIEW'
+ORDER BY review_deadline_us, operation_id LIMIT %(limit)s;
+
 -- name: operations_ready
 -- READY operations of one destination, oldest first (for executors that recheck before claiming).
 SELECT tenant_id, operation_id, requester_id FROM operations
@@ -322,6 +328,108 @@ WHERE a.tenant_id = %(tenant_id)s AND a.proposal_id = %(proposal_id)s AND a.deci
       WHERE c.tenant_id = a.tenant_id AND c.approval_id = a.approval_id
   )
 ORDER BY a.decided_us, a.approval_id;
+
+-- name: proposals_pending_expiring
+-- The reviewer's queue, soonest-expiring first: the tenant's unexpired proposals that are not
+-- admitted and not denied, after the cursor (expiry, id), each with the number of distinct
+-- approvers whose live grant of its digest is recorded and whether the reviewer is one of them.
+-- An empty filter matches every value.
+SELECT p.*,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g
+           WHERE g.tenant_id = p.tenant_id AND g.proposal_id = p.proposal_id
+             AND g.digest = p.digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > %(now_us)s
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m
+           WHERE m.tenant_id = p.tenant_id AND m.proposal_id = p.proposal_id
+             AND m.approver_id = %(reviewer_id)s AND m.decision = 'granted'
+             AND m.expires_us > %(now_us)s
+       ) AS reviewer_approved
+FROM proposals AS p
+WHERE p.tenant_id = %(tenant_id)s AND p.expires_us > %(now_us)s AND p.expires_us < %(expiring_before)s
+  AND (p.expires_us, p.proposal_id) > (%(after_us)s, %(after_id)s)
+  AND (%(action)s = '' OR p.action = %(action)s)
+  AND (%(pool)s = '' OR p.pool = %(pool)s)
+  AND (%(proposer_id)s = '' OR p.proposer_id = %(proposer_id)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM operations AS o
+      WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approvals AS d
+      WHERE d.tenant_id = p.tenant_id AND d.proposal_id = p.proposal_id AND d.decision = 'denied'
+  )
+ORDER BY p.expires_us, p.proposal_id
+LIMIT %(limit)s;
+
+-- name: proposals_pending_newest
+-- The reviewer's queue, newest first: as proposals_pending_expiring, walking back from the
+-- cursor (creation time, id). The cursors are row values: SQLite walks the index from them
+-- and stops after a page, where an OR of the two columns made it read every live proposal.
+SELECT p.*,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g
+           WHERE g.tenant_id = p.tenant_id AND g.proposal_id = p.proposal_id
+             AND g.digest = p.digest AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > %(now_us)s
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m
+           WHERE m.tenant_id = p.tenant_id AND m.proposal_id = p.proposal_id
+             AND m.approver_id = %(reviewer_id)s AND m.decision = 'granted'
+             AND m.expires_us > %(now_us)s
+       ) AS reviewer_approved
+FROM proposals AS p
+WHERE p.tenant_id = %(tenant_id)s
+  AND (p.created_us, p.proposal_id) < (%(after_us)s, %(after_id)s)
+  AND p.expires_us > %(now_us)s AND p.expires_us < %(expiring_before)s
+  AND (%(action)s = '' OR p.action = %(action)s)
+  AND (%(pool)s = '' OR p.pool = %(pool)s)
+  AND (%(proposer_id)s = '' OR p.proposer_id = %(proposer_id)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM operations AS o
+      WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approvals AS d
+      WHERE d.tenant_id = p.tenant_id AND d.proposal_id = p.proposal_id AND d.decision = 'denied'
+  )
+ORDER BY p.created_us DESC, p.proposal_id DESC
+LIMIT %(limit)s;
+
+-- name: proposal_review
+-- Where one proposal stands for a reviewer: admitted, its first denial (who and why), the
+-- distinct approvers with a live grant of its digest, and whether the reviewer is one of them.
+SELECT EXISTS (
+           SELECT 1 FROM operations AS o
+           WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s
+       ) AS admitted,
+       (
+           SELECT d.approver_id FROM approvals AS d
+           WHERE d.tenant_id = %(tenant_id)s AND d.proposal_id = %(proposal_id)s
+             AND d.decision = 'denied'
+           ORDER BY d.decided_us, d.approval_id LIMIT 1
+       ) AS denied_by,
+       (
+           SELECT r.reason FROM approvals AS r
+           WHERE r.tenant_id = %(tenant_id)s AND r.proposal_id = %(proposal_id)s
+             AND r.decision = 'denied'
+           ORDER BY r.decided_us, r.approval_id LIMIT 1
+       ) AS denial_reason,
+       (
+           SELECT count(DISTINCT g.approver_id) FROM approvals AS g
+           WHERE g.tenant_id = %(tenant_id)s AND g.proposal_id = %(proposal_id)s
+             AND g.digest = %(digest)s AND g.kind = 'approval' AND g.decision = 'granted'
+             AND g.expires_us > %(now_us)s
+       ) AS approvers,
+       EXISTS (
+           SELECT 1 FROM approvals AS m
+           WHERE m.tenant_id = %(tenant_id)s AND m.proposal_id = %(proposal_id)s
+             AND m.approver_id = %(reviewer_id)s AND m.decision = 'granted'
+             AND m.expires_us > %(now_us)s
+       ) AS reviewer_approved;
 
 -- name: approval_insert
 INSERT INTO approvals (

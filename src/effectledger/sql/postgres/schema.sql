@@ -140,6 +140,10 @@ CREATE TRIGGER proposals_no_delete BEFORE DELETE ON proposals
 CREATE TRIGGER proposals_no_truncate BEFORE TRUNCATE ON proposals
     FOR EACH STATEMENT EXECUTE FUNCTION authority_rows_immutable();
 
+CREATE INDEX proposals_by_expiry ON proposals (tenant_id, expires_us, proposal_id);
+
+CREATE INDEX proposals_by_age ON proposals (tenant_id, created_us, proposal_id);
+
 CREATE TABLE approvals (
     tenant_id      TEXT    NOT NULL,
     approval_id    TEXT    NOT NULL,
@@ -325,6 +329,10 @@ CREATE INDEX operations_ready
 CREATE INDEX operations_unresolved
     ON operations (tenant_id, operation_id)
     WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN');
+
+CREATE INDEX operations_in_review
+    ON operations (tenant_id, review_deadline_us, operation_id)
+    WHERE state = 'MANUAL_REVIEW';
 
 CREATE TABLE evidence_blobs (
     tenant_id  TEXT    NOT NULL,

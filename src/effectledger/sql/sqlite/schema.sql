@@ -126,6 +126,10 @@ BEGIN
     SELECT RAISE(ABORT, 'proposals are immutable');
 END;
 
+CREATE INDEX proposals_by_expiry ON proposals (tenant_id, expires_us, proposal_id);
+
+CREATE INDEX proposals_by_age ON proposals (tenant_id, created_us, proposal_id);
+
 CREATE TABLE approvals (
     tenant_id      TEXT    NOT NULL,
     approval_id    TEXT    NOT NULL,
@@ -303,6 +307,10 @@ CREATE INDEX operations_ready
 CREATE INDEX operations_unresolved
     ON operations (tenant_id, operation_id)
     WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN');
+
+CREATE INDEX operations_in_review
+    ON operations (tenant_id, review_deadline_us, operation_id)
+    WHERE state = 'MANUAL_REVIEW';
 
 CREATE TABLE evidence_blobs (
     tenant_id  TEXT    NOT NULL,

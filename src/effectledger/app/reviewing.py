@@ -1,0 +1,161 @@
+"""The reviewer's desk through :class:`~effectledger.EffectLedger`: the queue, a proposal's
+standing, a decision taken only while it still waits, proofs, manual reviews, notifications.
+
+Each function is what one verb of the ledger does; each follows the one access rule
+(:mod:`effectledger.app.access`): the queue is a reviewer's view of the tenant, and it offers
+each reviewer only the proposals they may decide.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+
+from effectledger.actions.registry import ActionRegistry
+from effectledger.app.access import require_reader
+from effectledger.authority import Authority
+from effectledger.authority.pending import QueueFilter, approvals_required, pending_page
+from effectledger.authority.review import refusal_of, review_of
+from effectledger.errors import ApprovalRefused
+from effectledger.ledger.stored import operation_from_row
+from effectledger.model.authority import Approval, Proposal
+from effectledger.model.operations import Context, Operation, validate_limit
+from effectledger.model.review import PendingPage, PendingProposal, ProposalReview, QueueOrder
+
+__all__ = ["Notify", "announce", "decide", "manual_reviews", "pending", "prove", "review"]
+
+Notify = Callable[[PendingProposal], None]
+"""Told of each recorded proposal that needs a person's decision; must return at once."""
+
+
+def announce(
+    notifiers: Iterable[Notify], registry: ActionRegistry, proposal: Proposal, now: datetime
+) -> None:
+    """Tell ``notifiers`` of ``proposal`` if its policy needs a person's decision.
+
+    A notifier that raises is logged and ignored: a notification never undoes or blocks the
+    recorded proposal.
+    """
+    try:
+        action = registry.get(proposal.action)
+        required = approvals_required(action.policy, proposal, now)
+        if required is None:
+            return
+        entry = PendingProposal(
+            proposal=proposal,
+            policy_version=proposal.policy_version,
+            approvals_required=required,
+            approvals_granted=0,
+            expires_at=proposal.expires_at,
+        )
+        for notify in notifiers:
+            notify(entry)
+    except Exception:
+        logging.getLogger(__name__).exception("notifying %s failed", proposal.proposal_id)
+
+
+def pending(
+    authority: Authority,
+    context: Context,
+    *,
+    where: QueueFilter,
+    order: QueueOrder | str,
+    limit: int,
+    after: str | None,
+) -> PendingPage:
+    """The proposals of the tenant that wait for ``context``'s decision, a page at a time.
+
+    Unexpired, not admitted, not denied, and short of the approvals their policy needs; only
+    those the action's policy lets ``context`` approve (never its own, unless the policy allows
+    it) and that it has not approved yet. ``order`` is ``expiring`` (soonest first) or
+    ``newest``; pass the page's ``next_cursor`` as ``after`` for the next one. Each entry says
+    why it waits and when it expires. Needs the approver or auditor role.
+    """
+    require_reader(context)
+    return pending_page(
+        authority.ledger.store,
+        authority.registry,
+        context,
+        authority.ledger.clock.now(),
+        where=where,
+        order=order,
+        limit=limit,
+        after=after,
+    )
+
+
+def review(authority: Authority, context: Context, proposal_id: str) -> ProposalReview:
+    """Where the proposal stands for the reviewer ``context``: what its page shows.
+
+    Waiting, approved (every approval it needs), admitted, denied or expired; the approvals still
+    needed; whether the target changed since it was proposed; and whether this reviewer may
+    decide it. Needs the approver or auditor role.
+    """
+    require_reader(context)
+    proposal = authority.get_proposal(context, proposal_id)
+    action = authority.registry.get(proposal.action)
+    return review_of(
+        authority.ledger.store, action, context, proposal, authority.ledger.clock.now()
+    )
+
+
+def decide(
+    authority: Authority,
+    context: Context,
+    proposal_id: str,
+    *,
+    digest: str,
+    approve: bool,
+    reason: str | None,
+) -> Approval:
+    """Approve or deny the proposal with ``digest`` only while it still waits for this decision.
+
+    Refused with :class:`~effectledger.errors.ApprovalRefused` and a reason when it expired
+    (``proposal_expired``), was denied (``proposal_denied``) or admitted (``proposal_admitted``)
+    meanwhile, already has every approval it needs (``proposal_approved``, for an approval), was
+    already approved by this reviewer, its target changed (``stale_resource_version``), or the
+    reviewer may not decide it (``self_approval``, ``not_an_approver``); the authority then
+    checks the digest (``digest_mismatch``), the policy and the expiry again as it records it.
+    """
+    standing = review(authority, context, proposal_id)
+    refused = refusal_of(standing, granting=approve)
+    if refused is not None:
+        code, sentence = refused
+        raise ApprovalRefused(sentence, reason=code, proposal_id=standing.proposal.proposal_id)
+    if approve:
+        return authority.approve(context, proposal_id, digest=digest)
+    return authority.deny(context, proposal_id, digest=digest, reason=reason or "")
+
+
+def prove(authority: Authority, context: Context, operation_id: str) -> bytes:
+    """A receipt proving the operation's sealed events are in the tenant's signed log.
+
+    The bytes of a ``receipt`` bundle (:func:`effectledger.audit.receipt.prove_events`): the
+    latest signed checkpoint and each sealed event of the operation with its inclusion proof,
+    verifiable offline with ``effectledger audit verify --bundle FILE --key KEY``.
+    :class:`~effectledger.errors.LogNotSealed` while no checkpoint covers its events yet. Needs
+    the approver or auditor role.
+    """
+    from effectledger.audit.receipt import prove_events
+
+    require_reader(context)
+    events = authority.ledger.events(context, operation_id)
+    ids = [event.event_id for event in events]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "receipt"
+        prove_events(authority.ledger.store, context.tenant_id, ids, path)
+        return path.read_bytes()
+
+
+def manual_reviews(authority: Authority, context: Context, *, limit: int) -> list[Operation]:
+    """The tenant's operations in MANUAL_REVIEW, soonest deadline first (approver or auditor).
+
+    Read from an index of the operations in review alone, however long the history.
+    """
+    require_reader(context)
+    params = {"tenant_id": context.tenant_id, "limit": validate_limit(limit)}
+    rows = authority.ledger.store.read(lambda tx: tx.all("operations_in_review", params))
+    return [operation_from_row(row) for row in rows]

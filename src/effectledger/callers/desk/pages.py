@@ -1,0 +1,365 @@
+"""The desk's routes: login, the queue, a proposal and its decision, an operation, reviews.
+
+Every handler reads the session, calls one method of the :class:`EffectLedger` in a worker
+thread (the ledger is synchronous) and renders one template. Errors of the error tree become a
+page that names the stable code and says what to do; nothing else is shown of them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from effectledger.app import EffectLedger
+from effectledger.app.keys import ApiKeys
+from effectledger.callers.desk.security import SECURITY_HEADERS
+from effectledger.callers.desk.sessions import SESSION_LIFETIME, Session, Sessions
+from effectledger.callers.desk.views import capacity_view, manual_reviews, operation_view
+from effectledger.errors import ApprovalRefused, EffectLedgerError, InvalidInput
+from effectledger.model import Observation
+from effectledger.model.review import expiry_phrase
+
+__all__ = ["DESK_PATH", "create_desk"]
+
+DESK_PATH = "/desk"
+SESSION_COOKIE = "effectledger_desk"
+LOGIN_COOKIE = "effectledger_desk_login"
+MAX_FORM_BYTES = 16 * 1024
+_STATIC = {"desk.css": "text/css; charset=utf-8", "desk.js": "text/javascript; charset=utf-8"}
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def create_desk(
+    ledger: EffectLedger,
+    keys: ApiKeys,
+    *,
+    secure_cookies: bool = True,
+    sessions: Sessions | None = None,
+) -> Starlette:
+    """The desk as an ASGI application, to mount at :data:`DESK_PATH` beside the HTTP API.
+
+    ``secure_cookies=False`` drops the cookie's ``Secure`` flag, for a desk served on plain
+    HTTP to a browser that would otherwise refuse the cookie; keep it on behind TLS.
+    """
+    desk = _Desk(ledger, sessions or Sessions(keys, clock=ledger.ledger.clock), secure_cookies)
+    routes = [
+        Route("/", desk.queue, methods=["GET"]),
+        Route("/login", desk.login_form, methods=["GET"]),
+        Route("/login", desk.login, methods=["POST"]),
+        Route("/logout", desk.logout, methods=["POST"]),
+        Route("/proposals/{proposal_id}", desk.proposal, methods=["GET"]),
+        Route("/proposals/{proposal_id}/decide", desk.decide, methods=["POST"]),
+        Route("/operations/{operation_id}", desk.operation, methods=["GET"]),
+        Route("/operations/{operation_id}/resolve", desk.resolve, methods=["POST"]),
+        Route("/operations/{operation_id}/receipt", desk.receipt, methods=["GET"]),
+        Route("/reviews", desk.reviews, methods=["GET"]),
+        Route("/capacity", desk.capacity, methods=["GET"]),
+        Route("/static/{name}", desk.static, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+class _Desk:
+    def __init__(self, ledger: EffectLedger, sessions: Sessions, secure: bool) -> None:
+        self.ledger = ledger
+        self.sessions = sessions
+        self.secure = secure
+        self.templates = Environment(
+            loader=PackageLoader("effectledger.callers.desk", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
+        # JSON as the reviewer reads it (not tojson's \u003c escapes); autoescape makes it safe.
+        self.templates.filters["as_json"] = lambda value: json.dumps(
+            value, ensure_ascii=False, sort_keys=True
+        )
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def render(self, request: Request, name: str, *, status: int = 200, **values: Any) -> Response:
+        session = values.pop("session", None)
+        body = self.templates.get_template(name).render(
+            base=request.scope.get("root_path", ""),
+            session=session,
+            now=self.ledger.ledger.clock.now(),
+            default_ttl=self.ledger.ledger.settings.proposal_ttl,
+            **values,
+        )
+        return self._secured(HTMLResponse(body, status_code=status))
+
+    @staticmethod
+    def _secured(response: Response) -> Response:
+        for name, value in SECURITY_HEADERS.items():
+            response.headers[name] = value
+        return response
+
+    def failed(self, request: Request, session: Session | None, exc: EffectLedgerError) -> Response:
+        return self.render(
+            request,
+            "error.html",
+            status=exc.status,
+            session=session,
+            code=exc.code,
+            message=exc.message,
+            reason=exc.details.get("reason"),
+        )
+
+    def redirect(self, request: Request, path: str) -> Response:
+        return self._secured(
+            RedirectResponse(request.scope.get("root_path", "") + path, status_code=303)
+        )
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(SESSION_COOKIE))
+
+    async def form(self, request: Request, session: Session | None) -> dict[str, str]:
+        """The posted form, once its size and its CSRF token are checked."""
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise InvalidInput("the form is too large")
+        try:
+            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidInput("the form could not be read") from exc
+        fields = {key: values[0] for key, values in parsed.items() if len(values) == 1}
+        if session is not None and not session.csrf_matches(fields.get("csrf")):
+            raise InvalidInput("the form's CSRF token does not match the session", reason="csrf")
+        return fields
+
+    def _cookie(self, response: Response, name: str, value: str, max_age: int) -> None:
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path=DESK_PATH,
+            secure=self.secure,
+            httponly=True,
+            samesite="strict",
+        )
+
+    async def login_form(self, request: Request) -> Response:
+        return self._login_page(request, None, 200)
+
+    def _login_page(self, request: Request, error: str | None, status: int) -> Response:
+        nonce = secrets.token_urlsafe(32)
+        response = self.render(request, "login.html", status=status, nonce=nonce, error=error)
+        self._cookie(response, LOGIN_COOKIE, nonce, 600)
+        return response
+
+    async def login(self, request: Request) -> Response:
+        try:
+            fields = await self.form(request, None)
+            cookie = request.cookies.get(LOGIN_COOKIE, "")
+            presented = fields.get("nonce", "")
+            if not cookie or not secrets.compare_digest(cookie, presented):
+                raise InvalidInput("the login form expired: load it again", reason="csrf")
+            session_id, _ = await run_in_threadpool(self.sessions.login, fields.get("token", ""))
+        except EffectLedgerError as exc:
+            return self._login_page(request, f"{exc.message} [{exc.code}]", exc.status)
+        response = self.redirect(request, "/")
+        self._cookie(response, SESSION_COOKIE, session_id, int(SESSION_LIFETIME.total_seconds()))
+        response.delete_cookie(LOGIN_COOKIE, path=DESK_PATH)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is not None:
+            try:
+                await self.form(request, session)
+            except EffectLedgerError as exc:
+                return self.failed(request, session, exc)
+            self.sessions.logout(request.cookies.get(SESSION_COOKIE))
+        response = self.redirect(request, "/login")
+        response.delete_cookie(SESSION_COOKIE, path=DESK_PATH)
+        return response
+
+    # -- pages ---------------------------------------------------------------------------
+
+    async def queue(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        query = request.query_params
+        filters = {name: query.get(name) or None for name in ("action", "pool", "proposer")}
+        order = query.get("order") or "expiring"
+        try:
+            page = await run_in_threadpool(
+                lambda: self.ledger.pending(
+                    session.context,
+                    order=order,
+                    after=query.get("after") or None,
+                    action=filters["action"],
+                    pool=filters["pool"],
+                    proposer=filters["proposer"],
+                )
+            )
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        kept = {k: v for k, v in {**filters, "order": order}.items() if v}
+        return self.render(
+            request,
+            "queue.html",
+            session=session,
+            page=page,
+            order=order,
+            filters=filters,
+            expiry=expiry_phrase,
+            next_query=None
+            if page.next_cursor is None
+            else urlencode({**kept, "after": page.next_cursor}),
+        )
+
+    async def proposal(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        return await self._proposal_page(request, session, None, 200)
+
+    async def _proposal_page(
+        self, request: Request, session: Session, refusal: ApprovalRefused | None, status: int
+    ) -> Response:
+        proposal_id = request.path_params["proposal_id"]
+        try:
+            review = await run_in_threadpool(self.ledger.review, session.context, proposal_id)
+            pool = await run_in_threadpool(
+                self.ledger.capacity, session.context, review.proposal.pool
+            )
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        return self.render(
+            request,
+            "proposal.html",
+            status=status,
+            session=session,
+            review=review,
+            proposal=review.proposal,
+            description=self.ledger.registry.get(review.proposal.action).description,
+            pool=pool,
+            expiry=expiry_phrase,
+            refusal=refusal,
+            done=request.query_params.get("done"),
+        )
+
+    async def decide(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        proposal_id = request.path_params["proposal_id"]
+        try:
+            fields = await self.form(request, session)
+            decision = fields.get("decision")
+            if decision not in ("approve", "deny"):
+                raise InvalidInput("choose approve or deny", field="decision")
+            await run_in_threadpool(
+                lambda: self.ledger.decide(
+                    session.context,
+                    proposal_id,
+                    digest=fields.get("digest", ""),
+                    approve=decision == "approve",
+                    reason=fields.get("reason") or None,
+                )
+            )
+        except ApprovalRefused as exc:
+            return await self._proposal_page(request, session, exc, 409)
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        done = "approved" if decision == "approve" else "denied"
+        return self.redirect(request, f"/proposals/{proposal_id}?done={done}")
+
+    async def operation(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        operation_id = request.path_params["operation_id"]
+        try:
+            view = await run_in_threadpool(
+                operation_view, self.ledger, session.context, operation_id
+            )
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        return self.render(
+            request,
+            "operation.html",
+            session=session,
+            view=view,
+            done=request.query_params.get("done"),
+        )
+
+    async def resolve(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        operation_id = request.path_params["operation_id"]
+        try:
+            fields = await self.form(request, session)
+            evidence = fields.get("evidence_reference", "").strip()
+            if not evidence:
+                raise InvalidInput("name the evidence you checked", field="evidence_reference")
+            if fields.get("outcome") == "accepted":
+                observation = Observation.accepted(
+                    fields.get("provider_reference", "").strip(), evidence
+                )
+            elif fields.get("outcome") == "rejected":
+                observation = Observation.rejected(evidence)
+            else:
+                raise InvalidInput("choose what the destination's records show", field="outcome")
+            await run_in_threadpool(self.ledger.resolve, session.context, operation_id, observation)
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        return self.redirect(request, f"/operations/{operation_id}?done=resolved")
+
+    async def receipt(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        operation_id = request.path_params["operation_id"]
+        try:
+            body = await run_in_threadpool(self.ledger.prove, session.context, operation_id)
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        response = Response(body, media_type="application/octet-stream")
+        self._secured(response)
+        response.headers["Content-Disposition"] = f'attachment; filename="{operation_id}.receipt"'
+        return response
+
+    async def reviews(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        try:
+            waiting = await run_in_threadpool(manual_reviews, self.ledger, session.context)
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        return self.render(request, "reviews.html", session=session, waiting=waiting)
+
+    async def capacity(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        try:
+            pools = await run_in_threadpool(capacity_view, self.ledger, session.context)
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        return self.render(request, "capacity.html", session=session, pools=pools)
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC:
+            return self._secured(Response("not found", status_code=404, media_type="text/plain"))
+        text = resources.files("effectledger.callers.desk").joinpath("static", name).read_bytes()
+        response = Response(text, media_type=_STATIC[name])
+        self._secured(response)
+        response.headers["Cache-Control"] = "max-age=300"
+        return response
