@@ -149,7 +149,8 @@ class DestinationRef:
     """The external system an operation is bound to: compared exactly, case-sensitively.
 
     ``account_id`` is an identifier; ``endpoint`` is 1-512 printable characters (no control
-    characters, no lone surrogates). Anything else is refused with ``invalid_input`` naming the
+    characters, no lone surrogates) and carries no credentials (no ``user:password@`` in a
+    URL's authority). Anything else is refused with ``invalid_input`` naming the
     field, wherever a destination is named.
     """
 
@@ -166,6 +167,12 @@ class DestinationRef:
         ):
             raise InvalidInput(
                 f"destination.endpoint must be 1-{MAX_ENDPOINT_LENGTH} printable characters",
+                field="destination.endpoint",
+            )
+        if "://" in endpoint and "@" in endpoint.split("://", 1)[1].split("/", 1)[0]:
+            # Userinfo would be stored in every row that names the destination.
+            raise InvalidInput(
+                "destination.endpoint must not carry credentials (user:password@)",
                 field="destination.endpoint",
             )
 
