@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from effectledger.access import require_reader, visible_operation, visible_proposal
+from effectledger.access import (
+    require_reader,
+    require_writer,
+    visible_operation,
+    visible_proposal,
+)
 from effectledger.actions import Action
 from effectledger.catalog import ActionCatalog
 from effectledger.clock import Clock
@@ -137,6 +142,7 @@ class EffectLedger(ActionCatalog):
         **fields: Any,
     ) -> Proposal:
         """Record what ``context`` proposes: arguments as a mapping, a model, or keywords."""
+        require_writer(context)
         name = action if isinstance(action, str) else action.name
         if arguments is not None and fields:
             raise InvalidInput("give the arguments as one object or as keywords, not both")
@@ -167,6 +173,7 @@ class EffectLedger(ActionCatalog):
         expires_in: timedelta = timedelta(hours=1),
     ) -> Approval:
         """Approve the proposal exactly as shown: the record's digest, or ``digest`` with an id."""
+        require_writer(approver)
         proposal_id, shown = _shown(proposal, digest)
         return self.service.approve(approver, proposal_id, digest=shown, expires_in=expires_in)
 
@@ -174,6 +181,7 @@ class EffectLedger(ActionCatalog):
         self, approver: Context, proposal: ProposalRef, /, *, reason: str, digest: str | None = None
     ) -> Approval:
         """Deny the proposal as shown, recording who and why; a denial is final."""
+        require_writer(approver)
         proposal_id, shown = _shown(proposal, digest)
         return self.service.deny(approver, proposal_id, digest=shown, reason=reason)
 
@@ -192,8 +200,10 @@ class EffectLedger(ActionCatalog):
 
         Without ``approval`` the decision recorded on the proposal's trail is used: a denial
         if there is one, else the latest approval of its digest (the admission checks it).
-        Denials, including a proposal ``context`` cannot see, are results, not exceptions.
+        Denials, including a proposal ``context`` cannot see, are results, not exceptions; a
+        context whose roles only read is refused (``not_permitted``).
         """
+        require_writer(context)
         proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
         approval_id = (
             approval if approval is None or isinstance(approval, str) else approval.approval_id
@@ -253,6 +263,7 @@ class EffectLedger(ActionCatalog):
         self, context: Context, operation: OperationRef, *, max_retries: int = 1
     ) -> DispatchResult:
         """Return a RETRY_PENDING operation to READY (same key), within ``max_retries``."""
+        require_writer(context)
         return self.ledger.authorize_retry(
             context, _operation_id(operation), max_retries=max_retries
         )
@@ -261,6 +272,7 @@ class EffectLedger(ActionCatalog):
         self, context: Context, operation: OperationRef, *, reason: str, owner: str | None = None
     ) -> DispatchResult:
         """Move an unresolved operation of the tenant to MANUAL_REVIEW with an owner."""
+        require_writer(context)
         operation_id = self.ledger.get(context, _operation_id(operation)).operation_id
         return self.ledger.escalate(
             context.tenant_id, operation_id, reason=reason, owner=owner, actor=context.actor_id

@@ -8,6 +8,7 @@ one that was approved (see :mod:`effectledger.authority` for the digest's fields
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,7 @@ from effectledger.rows import destination_from_row
 from effectledger.store import Row
 
 __all__ = [
+    "CORRELATION_PATTERN",
     "Approval",
     "CapacityUsage",
     "Correlation",
@@ -30,6 +32,9 @@ __all__ = [
 ]
 
 MAX_CORRELATION_LENGTH = 256
+CORRELATION_PATTERN = r"^[\x20-\x7e]{1,256}$"
+"""A correlation string: 1-256 printable ASCII characters (the HTTP API declares this rule)."""
+_CORRELATION = re.compile(CORRELATION_PATTERN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,12 +52,10 @@ class Correlation:
         for name in self.__slots__:
             value = getattr(self, name)
             if value is not None and (
-                not isinstance(value, str)
-                or not 0 < len(value) <= MAX_CORRELATION_LENGTH
-                or not value.isprintable()
+                not isinstance(value, str) or _CORRELATION.fullmatch(value) is None
             ):
                 raise InvalidInput(
-                    f"correlation {name} must be printable text of 1-{MAX_CORRELATION_LENGTH} "
+                    f"correlation {name} must be 1-{MAX_CORRELATION_LENGTH} printable ASCII "
                     "characters",
                     field=f"correlation.{name}",
                 )

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from effectledger.audit.explain import Sentence
 from effectledger.model import AuditEvent, Operation
-from effectledger.proposals import Approval, CapacityUsage, Proposal
+from effectledger.proposals import CORRELATION_PATTERN, Approval, CapacityUsage, Proposal
 
 __all__ = [
     "ID_PATTERN",
@@ -40,17 +40,21 @@ Digest = Annotated[str, Field(pattern=r"^(v[0-9]+:)?[0-9a-f]{64}$")]  # a v1 or 
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+CorrelationText = Annotated[str, Field(pattern=CORRELATION_PATTERN)]
+"""A correlation string: the ledger's own rule, declared so a client sees it."""
+
+
 class CorrelationBody(BaseModel):
     """Where a proposal came from (for investigators; never part of the digest)."""
 
     model_config = _CLOSED
 
-    trace_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    tool_call_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    framework: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    framework_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    tool_schema_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    prompt_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    trace_id: CorrelationText | None = None
+    tool_call_id: CorrelationText | None = None
+    framework: CorrelationText | None = None
+    framework_version: CorrelationText | None = None
+    tool_schema_version: CorrelationText | None = None
+    prompt_version: CorrelationText | None = None
 
 
 class ProposeRequest(BaseModel):
