@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
@@ -28,6 +28,7 @@ from effectledger.model import (
     Observation,
     Operation,
     OperationState,
+    Outcome,
     PreparedAttempt,
     validate_identifier,
     validate_limit,
@@ -48,6 +49,8 @@ consumed approval or recorded policy tier), so the recheck never stands in for t
 """
 
 PERFORMED = "performed"
+_REFUSED = (OperationState.REJECTED, OperationState.RETRY_PENDING)
+_REJECTIONS = (Outcome.PERMANENT_REJECTION, Outcome.RETRYABLE_REJECTION)
 RELEASED = "released"
 REPLAYED = "replayed"
 
@@ -262,7 +265,11 @@ class Executor:
             self._record(prepared, Observation.unknown())
             raise
         crash_point("after_reply")
-        return self._record(prepared, observation)
+        result = self._record(prepared, observation)
+        if result.state in _REFUSED and observation.outcome in _REJECTIONS:
+            # The caller is told why nothing was accepted, not only that it was not.
+            return replace(result, rejection=observation.reason or observation.outcome.value)
+        return result
 
     def _record(self, prepared: PreparedAttempt, observation: Observation) -> DispatchResult:
         try:

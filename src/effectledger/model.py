@@ -207,6 +207,8 @@ class Observation:
     otherwise. ``observation_id``, when the destination supplies a stable one, lets a replayed
     observation be recognised in the audit trail. ``evidence``, when given, is the redacted answer
     itself: the ledger stores it with the event and uses its reference as ``evidence_reference``.
+    ``reason``, when the adapter gives one, is its stable code for the answer (``permanent:422``,
+    ``ConnectError``, ``no_http_action``); a caller is told it with a rejection.
     """
 
     outcome: Outcome
@@ -214,6 +216,7 @@ class Observation:
     evidence_reference: str | None = None
     observation_id: str | None = None
     evidence: Evidence | None = None
+    reason: str | None = None
 
     @classmethod
     def unknown(cls, evidence_reference: str | None = None) -> Observation:
@@ -324,12 +327,15 @@ class DispatchResult:
     """What a dispatch or a status read reports to the caller (and to the model).
 
     ``uncertain`` is true while the effect may or may not have happened: callers must show it.
+    ``rejection`` is why the destination refused, on the result of the dispatch that recorded a
+    rejection (REJECTED or RETRY_PENDING): the adapter's reason code, else the outcome's name.
     """
 
     operation_id: str
     state: OperationState
     provider_reference: str | None = None
     attempt_id: str | None = None
+    rejection: str | None = None
 
     @property
     def uncertain(self) -> bool:

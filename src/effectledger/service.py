@@ -221,6 +221,8 @@ def _denied(reason: str, trace: _Trace) -> EffectResult:
 
 
 def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult:
+    if outcome == "performed" and result.rejection is not None:
+        outcome = "refused"  # dispatched, and nothing was accepted: say so, and why
     return EffectResult(
         outcome=EffectOutcome(outcome),
         operation_id=result.operation_id,
@@ -228,4 +230,5 @@ def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult
         reason=None,
         provider_reference=result.provider_reference,
         trace=tuple(trace.steps),
+        rejection=result.rejection if outcome == "refused" else None,
     )

@@ -148,7 +148,8 @@ class ApprovalBody(BaseModel):
 
 
 class EffectResultBody(BaseModel):
-    """What a perform did: ``performed``, ``replayed`` or ``released`` (denials are errors)."""
+    """What a perform did: ``performed``, ``refused`` (dispatched, nothing accepted:
+    ``rejection`` says why), ``replayed`` or ``released`` (denials are errors)."""
 
     outcome: str
     operation_id: str | None
@@ -156,6 +157,7 @@ class EffectResultBody(BaseModel):
     reason: str | None
     provider_reference: str | None
     uncertain: bool
+    rejection: str | None = None
     trace: list[list[str]]
 
 

@@ -173,6 +173,15 @@ class HttpDestination(BoundDestination):
         self._clients_lock = threading.Lock()
         self._async_client: httpx.AsyncClient | None = None
 
+    def check_action(self, action: str) -> None:
+        """Refuse to be bound to ``action`` without a mapping for it (``invalid_input``)."""
+        if action not in self.actions:
+            raise InvalidInput(
+                f"the HTTP destination at {self._endpoint} has no mapping for action {action!r}",
+                field="actions",
+                action=action,
+            )
+
     # -- clients ---------------------------------------------------------------------------
 
     def _client(self) -> httpx.Client:
@@ -328,6 +337,7 @@ class HttpDestination(BoundDestination):
         return Observation(
             outcome=answer.outcome,
             evidence=evidence_of(document, answer, self.evidence_policy),
+            reason=answer.reason,
         )
 
     def _submit_observation(
@@ -343,7 +353,7 @@ class HttpDestination(BoundDestination):
         }
         evidence = evidence_of(document, answer, self.evidence_policy, request.secrets)
         if answer.outcome is not Outcome.ACCEPTED:
-            return Observation(outcome=answer.outcome, evidence=evidence)
+            return Observation(outcome=answer.outcome, evidence=evidence, reason=answer.reason)
         return Observation(
             outcome=Outcome.ACCEPTED,
             provider_reference=reference_from(
