@@ -4,10 +4,11 @@
   uvicorn (extra ``server``). ``FACTORY(store_url)`` returns the application's
   :class:`~effectledger.app.EffectLedger` (``effectledger.connect(store_url)`` with its actions
   declared); the API keys live in the same ledger database. ``--service`` is an older spelling
-  of ``--app``.
-- ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once (it creates
-  the ledger if needed, like ``migrate``).
-- ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing ledger.
+  of ``--app``. It serves only an existing ledger (``migrate`` creates one): a mistyped URL is
+  refused instead of serving an empty ledger.
+- ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once.
+- ``keys create``, ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing
+  ledger; only ``migrate`` and ``demo`` create one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from effectledger.cli.options import Commands, add_db, add_json, load_attribute,
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
-from effectledger.store import open_store
 
 __all__ = ["load_factory", "register"]
 
@@ -93,7 +93,9 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
-    ledger = load_factory(args.app)(args.db)
+    factory = load_factory(args.app)
+    open_existing(args.db).close()  # the factory's connect would create a mistyped ledger
+    ledger = factory(args.db)
     if not isinstance(ledger, EffectLedger):
         raise InvalidInput(f"{args.app} did not return an EffectLedger", field="app")
     try:
@@ -105,7 +107,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
 
 def _create(args: argparse.Namespace, out: Output) -> int:
-    store = open_store(args.db)
+    store = open_existing(args.db)
     try:
         roles = [role.strip() for role in args.roles.split(",") if role.strip()]
         issued = ApiKeys(store).create(tenant_id=args.tenant, actor_id=args.actor, roles=roles)
