@@ -175,3 +175,31 @@ def test_roles_that_only_read_write_nothing_through_python_and_tools(api: HttpWo
     assert answer.is_error
     assert answer.data["error"]["code"] == "not_permitted"
     assert api.written() == before
+
+
+def test_a_foreign_proposal_id_reads_the_same_through_http_python_and_tools(
+    api: HttpWorld,
+) -> None:
+    """Another tenant's proposal id is not_found with one and the same result, trace included,
+    through the HTTP API, the Python API and the function tools; nothing is written."""
+    from effectledger import Context
+    from effectledger.callers.function_tools import FunctionTools
+
+    proposal, approval = approved(api)
+    before = api.written()
+    outsider = Context(tenant_id="globex", actor_id="agent-7", roles=frozenset({"agent"}))
+    over_http = api.post("outsider", f"/v1/proposals/{proposal['proposal_id']}/perform",
+                         {"approval_id": approval})  # fmt: skip
+    http_result = error_of(over_http, 404, "not_found")["details"]["result"]
+    direct = api.world.app.perform(outsider, proposal["proposal_id"], approval=approval).to_dict()
+    tools = FunctionTools(api.world.app)
+    arguments = {"proposal_id": proposal["proposal_id"], "approval_id": approval}
+    tool_result = tools.call(outsider, "perform_proposal", arguments)
+    assert http_result == direct
+    assert tool_result.data == direct
+    assert direct["trace"] == [
+        ["request", "received"],
+        ["tenant", "accepted"],
+        ["reservation", "denied:not_found"],
+    ]
+    assert api.written() == before
