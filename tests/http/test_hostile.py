@@ -253,3 +253,26 @@ def test_lookup_record_of_another_key_is_not_proof(
         assert operation.provider_reference is None
         assert last_evidence(ledger, context).document()["reason"] == "lookup:200:key_mismatch"
         target.close()
+
+
+def test_a_reference_already_held_by_another_operation_is_flagged_not_shared(
+    ledger: Ledger, context: Context, store_url: str
+) -> None:
+    """A destination that answers two operations with the same reference: the first is
+    SUCCEEDED with it, the second is OUTCOME_UNKNOWN with the holder named and no reference."""
+    shared = {"id": "ref-shared"}
+    with hostile(answer(201, shared)) as server:
+        target = destination_at(server.url)
+        admit_http(ledger, context, target, operation_id="op-1")
+        admit_http(ledger, context, target, operation_id="op-2", extra="second")
+        executor = Executor(ledger, target)
+        assert executor.execute(context, "op-1").state is OperationState.SUCCEEDED
+        assert executor.execute(context, "op-2").state is OperationState.OUTCOME_UNKNOWN
+        second = ledger.get(context, "op-2")
+        assert second.provider_reference is None
+        event = ledger.events(context, "op-2")[-1]
+        assert event.details["unrecordable"] == "provider_reference_held_by:op-1"
+        held = raw_sql(store_url, "SELECT count(*) FROM operations WHERE provider_reference = "
+                       "'ref-shared'")  # fmt: skip
+        assert held == [(1,)]
+        target.close()
