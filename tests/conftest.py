@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import os
 import sqlite3
@@ -98,6 +99,15 @@ def drop_postgres_schema(schema: str) -> None:
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
         )
     _created_schemas.discard(schema)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_after_each_module() -> Iterator[None]:
+    """Collect garbage when a test module ends, so an unclosed file or socket it left behind
+    warns (an error, as every warning is) in that module's teardown, naming the object, and
+    never later at random, in pytest's own temporary-directory cleanup."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session", autouse=True)

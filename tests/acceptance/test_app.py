@@ -233,7 +233,9 @@ def test_other_tenants_see_nothing(app: EffectLedger, receiver: SimulatedReceive
     proposal = app.propose(AGENT, refund, **REFUND)
     app.approve(RITA, proposal)
     app.perform(AGENT, proposal)
-    stranger = Context(tenant_id="globex", actor_id="agent-7", roles=frozenset({"auditor"}))
+    stranger = Context(
+        tenant_id="globex", actor_id="agent-7", roles=frozenset({"agent", "auditor"})
+    )
     for read in (app.status, app.operation, app.events, app.explain):
         with pytest.raises(NotFound):
             read(stranger, proposal.operation_id)

@@ -80,3 +80,11 @@ def test_unreachable_database_is_reported_with_its_code(postgres_url: str) -> No
 
     assert failed.returncode == 1
     assert "error [storage]" in failed.stderr
+
+
+def test_status_of_a_tenant_with_nothing_says_so(store_url: str) -> None:
+    """`status` for a tenant without operations prints that it has none, not an empty table."""
+    assert _cli("migrate", "--db", store_url).returncode == 0
+    shown = _cli("status", "--db", store_url, "--tenant", "nobody")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "tenant nobody has no operations in this ledger"

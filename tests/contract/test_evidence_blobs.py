@@ -3,6 +3,8 @@ append-only, on every backend."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from effectledger import Context, Observation, OperationState, Outcome, SimulatedReceiver
@@ -134,8 +136,10 @@ def test_sixteen_threads_recording_identical_evidence_store_one_blob(
     observation = accepted("raced")
 
     def record(index: int) -> OperationState:
+        # Each operation its own reference (one reference held twice is flagged), one blob.
+        own = dataclasses.replace(observation, provider_reference=f"r-{index}")
         barrier.wait(timeout=10)
-        return ledger.record(prepared[index], observation).state
+        return ledger.record(prepared[index], own).state
 
     with ThreadPoolExecutor(16) as pool:
         states = list(pool.map(record, range(16)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import re
 import threading
 from datetime import timedelta
 from typing import Any
@@ -35,7 +36,10 @@ def test_a_key_maps_to_its_identity_and_only_its_hash_is_stored(
     )
     rows = raw_sql(store_url, "SELECT * FROM api_keys")
     assert len(rows) == 1
-    secret = issued.token.rsplit("_", 1)[1]
+    # The documented format, elk_<16 hex key id>_<43-character secret>: the secret may hold "_".
+    parsed = re.fullmatch(r"elk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})", issued.token)
+    assert parsed is not None, issued.token
+    secret = parsed.group(2)
     assert not any(secret in str(value) or issued.token == value for value in rows[0])
     assert hash_token(issued.token) in rows[0]
     listed = keys.list(tenant_id="acme")

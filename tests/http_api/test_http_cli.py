@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -42,6 +43,7 @@ def created_token(output: str) -> tuple[str, str]:
 @pytest.mark.slow
 def test_keys_create_list_revoke(store_url: str) -> None:
     """A created key is printed once, listed without its secret, and listed revoked after revoke."""
+    assert cli("migrate", "--db", store_url).returncode == 0
     made = cli(
         "keys",
         "create",
@@ -61,7 +63,9 @@ def test_keys_create_list_revoke(store_url: str) -> None:
     assert listed.returncode == 0, listed.stderr
     assert key_id in listed.stdout
     assert "approver,auditor" in listed.stdout
-    assert token.rsplit("_", 1)[1] not in listed.stdout
+    secret = re.fullmatch(r"elk_[0-9a-f]{16}_([A-Za-z0-9_-]{43})", token)
+    assert secret is not None, token
+    assert secret.group(1) not in listed.stdout
     assert "live" in listed.stdout
     revoked = cli("keys", "revoke", "--db", store_url, key_id)
     assert revoked.returncode == 0, revoked.stderr
@@ -72,10 +76,16 @@ def test_keys_create_list_revoke(store_url: str) -> None:
 
 
 @pytest.mark.slow
-def test_reading_commands_never_create_a_database(tmp_path: Path) -> None:
-    """``keys list`` and ``keys revoke`` on a missing ledger fail (not_found), creating nothing."""
+def test_commands_other_than_migrate_never_create_a_database(tmp_path: Path) -> None:
+    """``keys create``, ``keys list``, ``keys revoke`` and ``serve`` on a missing ledger fail
+    (not_found), creating nothing."""
     missing = tmp_path / "absent" / "ledger.db"
-    for args in (("keys", "list"), ("keys", "revoke", "0123456789abcdef")):
+    for args in (
+        ("keys", "list"),
+        ("keys", "revoke", "0123456789abcdef"),
+        ("keys", "create", "--tenant", "acme", "--actor", "rita"),
+        ("serve", "--app", "tests.http_api.apps:refund_service", "--port", str(_free_port())),
+    ):
         done = cli(*args, "--db", f"sqlite:///{missing}")
         assert done.returncode == 1
         assert "[not_found]" in done.stderr
@@ -85,6 +95,7 @@ def test_reading_commands_never_create_a_database(tmp_path: Path) -> None:
 
 def test_bad_key_arguments_are_refused(store_url: str) -> None:
     """A malformed actor or role is refused with invalid_input and no key is written."""
+    assert cli("migrate", "--db", store_url).returncode == 0
     done = cli("keys", "create", "--db", store_url, "--tenant", "acme", "--actor", "bad actor")
     assert done.returncode == 1
     assert "[invalid_input]" in done.stderr
@@ -101,6 +112,7 @@ def _free_port() -> int:
 def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Path) -> None:
     """``serve`` answers health, publishes OpenAPI, accepts a CLI-made key, mounts the desk with
     secure cookies and stops on SIGTERM."""
+    assert cli("migrate", "--db", store_url).returncode == 0
     made = cli(
         "keys",
         "create",

@@ -71,3 +71,20 @@ def window(seconds: float) -> HttpContract:
         deduplicates_by_key=True,
         replay_window=timedelta(seconds=seconds),
     )
+
+
+def destination_at(url: str, *, contract: HttpContract = NO_REPLAY, deadline_s: float = 2.0,
+                   **options: Any) -> HttpDestination:  # fmt: skip
+    """The reference destination's configuration pointed at ``url`` (a hostile server, say)."""
+    return reference_destination(
+        url,
+        token=env_secret("RECEIVER_TOKEN", "Bearer {secret}"),
+        contract=contract,
+        submit_deadline_s=deadline_s,
+        lookup_deadline_s=deadline_s,
+        **options,
+    )  # fmt: skip
+
+
+LEDGER_TABLES = ("proposals", "operations", "attempts", "audit_events", "evidence_blobs")
+"""Every table a destination's text could reach."""

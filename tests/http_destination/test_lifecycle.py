@@ -81,7 +81,7 @@ def test_reply_slower_than_the_deadline_is_unknown_then_reconciled(
     served.faults.slow_reply_s = 1.5
     result = Executor(ledger, target).execute(context, "op-1")
     assert result.state is OperationState.OUTCOME_UNKNOWN
-    assert last_evidence(ledger, context).document()["reason"] == "ReadTimeout"
+    assert last_evidence(ledger, context).document()["reason"] == "deadline_passed"
     served.faults.slow_reply_s = 0.0
     assert recover(ledger, clock, target) is OperationState.SUCCEEDED
     assert served.store.counts().effects == 1
@@ -173,7 +173,7 @@ def test_lookup_slower_than_its_deadline_is_inconclusive(
     served.faults.slow_lookup_s = 1.5
     assert recover(ledger, clock, target) is OperationState.OUTCOME_UNKNOWN
     document = last_evidence(ledger, context).document()
-    assert (document["source"], document["reason"]) == ("lookup", "ReadTimeout")
+    assert (document["source"], document["reason"]) == ("lookup", "deadline_passed")
     served.faults.slow_lookup_s = 0.0
     assert recover(ledger, clock, target) is OperationState.SUCCEEDED
     assert served.store.counts().effects == 1

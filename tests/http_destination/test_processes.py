@@ -68,8 +68,9 @@ def test_sixteen_threads_sending_one_key_get_one_effect_and_one_reference(
     served: RunningReceiver,
 ) -> None:
     """Sixteen identical requests under one key, sent at once, perform one effect at the
-    receiver; each is Accepted with the same reference."""
-    target = destination(served)
+    receiver; each is Accepted with the same reference (a deadline long enough for sixteen
+    exchanges on a loaded machine: each deadline bounds its whole exchange)."""
+    target = destination(served, deadline_s=10.0)
     command = reply_command()
     barrier = threading.Barrier(16)
 

@@ -121,3 +121,26 @@ def approve_in_process(
         approved.append(service.approve(approver(index), proposal_id, digest=digest).approval_id)
     close(service)
     results.put({"worker": worker, "approved": approved})
+
+
+def approve_and_perform_in_process(
+    store_url: str,
+    directory: str,
+    proposal_id: str,
+    digest: str,
+    approvers: list[int],
+    barrier: Any,
+    results: Any,
+    worker: int,
+) -> None:
+    """Spawned: for each listed approver, approve the proposal, then perform it as the agent
+    with that approval, after the barrier."""
+    service = build(store_url, Path(directory))
+    barrier.wait()
+    outcomes = []
+    for index in approvers:
+        approval = service.approve(approver(index), proposal_id, digest=digest)
+        result = service.perform(AGENT, proposal_id, approval=approval.approval_id)
+        outcomes.append((result.outcome, result.reason, str(result.state)))
+    close(service)
+    results.put({"worker": worker, "outcomes": outcomes})

@@ -71,6 +71,9 @@ def _run_together(
             if worker.poll() is None:
                 worker.kill()
                 worker.wait()
+            for pipe in (worker.stdin, worker.stdout):
+                if pipe is not None:
+                    pipe.close()  # an unclosed pipe would warn whenever it is collected
 
 
 def _scalar(store_url: str, statement: str, params: tuple[object, ...] = ()) -> int:

@@ -37,8 +37,12 @@ def test_replayed_sqlite_migrations_equal_schema_sql(tmp_path: Path) -> None:
     store.close()
     migrated = sqlite3.connect(tmp_path / "migrated.db")
     fresh = sqlite3.connect(":memory:")
-    fresh.executescript(schema("sqlite"))
-    assert _objects(migrated) == _objects(fresh)
+    try:
+        fresh.executescript(schema("sqlite"))
+        assert _objects(migrated) == _objects(fresh)
+    finally:
+        migrated.close()
+        fresh.close()
     assert (3, "evidence") in [(version, name) for version, name, _ in migrations("sqlite")]
 
 

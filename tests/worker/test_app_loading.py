@@ -110,8 +110,12 @@ COMMANDS = {
 def test_an_application_that_cannot_load_fails_with_one_line(
     folder: Path, command: str, spec: str, message: str
 ) -> None:
-    """Every command taking --app exits 1 with one line naming the module and the error."""
+    """Every command taking --app exits 1 with one line naming the module and the error.
+
+    The ledger exists (``serve`` refuses a missing one first), so the failure is the app's.
+    """
     db = f"sqlite:///{folder / 'ledger.db'}"
+    assert run(folder, "migrate", "--db", db).returncode == 0
     done = run(folder, *COMMANDS[command], "--db", db, "--app", spec)
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()

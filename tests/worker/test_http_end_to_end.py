@@ -75,6 +75,10 @@ def _start(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen[st
 
 
 def _token(folder: Path, env: dict[str, str], db: str, actor: str, roles: str) -> str:
+    subprocess.run(  # only migrate (and demo) create a ledger
+        [str(SCRIPT), "migrate", "--db", db],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
     made = subprocess.run(
         [str(SCRIPT), "keys", "create", "--db", db, "--tenant", "acme", "--actor", actor,
          "--roles", roles, "--json"],

@@ -8,6 +8,10 @@ function tools, MCP and the HTTP API refuse the same calls with the same stable 
 ``not_permitted`` (:class:`~effectledger.errors.NotPermitted`, HTTP 403). Another actor's
 proposal or operation reads as unknown (``not_found``), as its status does, so an id
 reveals nothing.
+
+Roles that only read never write: a context whose every role is in :data:`READ_ONLY_ROLES`
+(an ``auditor``-only key, say) may not propose, decide, perform, retry, escalate or resolve
+(``not_permitted``), through any caller.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from effectledger.errors import NotFound, NotPermitted
 from effectledger.model.authority import Proposal
 from effectledger.model.operations import Context, Operation
 
-__all__ = ["READER_ROLES", "is_reader", "require_reader", "visible_operation", "visible_proposal"]
+__all__ = [
+    "READER_ROLES",
+    "READ_ONLY_ROLES",
+    "is_reader",
+    "require_reader",
+    "require_writer",
+    "visible_operation",
+    "visible_proposal",
+]
 
 READER_ROLES = frozenset({"approver", "auditor"})
 """Roles that may read a tenant's operations, trails, explanations and capacity."""
@@ -25,6 +37,19 @@ READER_ROLES = frozenset({"approver", "auditor"})
 def is_reader(context: Context) -> bool:
     """True when ``context`` holds a role that may read the tenant's views."""
     return not READER_ROLES.isdisjoint(context.roles)
+
+
+READ_ONLY_ROLES = frozenset({"auditor"})
+"""Roles that only read: a context holding nothing else writes nothing."""
+
+
+def require_writer(context: Context) -> None:
+    """Refuse a write to a context whose roles only read (``not_permitted``)."""
+    if context.roles and context.roles <= READ_ONLY_ROLES:
+        raise NotPermitted(
+            "the auditor role only reads: it cannot propose, decide or perform",
+            roles=sorted(context.roles),
+        )
 
 
 def require_reader(context: Context) -> None:

@@ -125,7 +125,9 @@ class Declarations:
         """Register a handle, or a lower-layer :class:`Action` with its destination adapter.
 
         An account and endpoint are bound to one adapter: a second, different adapter for the
-        same pair is refused, as is a second action under the same name.
+        same pair is refused, as is a second action under the same name, and an adapter that
+        maps actions (``check_action``, as :class:`~effectledger.destinations.http.HttpDestination`
+        has) refuses an action it has no mapping for.
         """
         handle = action if isinstance(action, ActionHandle) else ActionHandle(action, destination)
         ref = handle.action.destination
@@ -140,6 +142,12 @@ class Declarations:
                 f"{ref.account_id} at {ref.endpoint} is already bound to another adapter",
                 action=handle.name,
             )
+        check = getattr(adapter, "check_action", None)
+        if callable(check):  # an adapter that maps actions refuses one it cannot send
+            check(handle.name)
+        check = getattr(adapter, "check_action", None)
+        if callable(check):  # an adapter that maps actions refuses one it cannot send
+            check(handle.name)
         self.registry.register(handle.action)
         self.bind(adapter)
         handle.destination = adapter

@@ -22,8 +22,13 @@ from pydantic import BaseModel
 
 from effectledger import telemetry
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app import passes, performing, reviewing
-from effectledger.app.access import require_reader, visible_operation, visible_proposal
+from effectledger.app import passes, performing, proposing, reviewing
+from effectledger.app.access import (
+    require_reader,
+    require_writer,
+    visible_operation,
+    visible_proposal,
+)
 from effectledger.app.declaring import Declarations
 from effectledger.app.refs import ActionRef, OperationRef, ProposalRef, operation_id_of, shown
 from effectledger.authority import Authority
@@ -111,29 +116,20 @@ class EffectLedger:
     ) -> Proposal:
         """Record what ``context`` proposes: arguments as a mapping, a model, or keywords."""
         name = action if isinstance(action, str) else action.name
-        if arguments is not None and fields:
-            raise InvalidInput("give the arguments as one object or as keywords, not both")
-        if isinstance(arguments, BaseModel):
-            arguments = arguments.model_dump()
-        with telemetry.span("propose", tenant_id=context.tenant_id, action=name) as span:
-            made = self.authority.propose(
-                context,
-                name,
-                fields if arguments is None else arguments,
-                operation_id=operation_id,
-                correlation=correlation,
-            )
-            span.set(proposal_id=made.proposal_id, operation_id=made.operation_id)
-            telemetry.correlation_attributes(span, made.correlation)
-        if self._notifiers:  # after the proposal is committed; never blocks or undoes it
-            reviewing.announce(self._notifiers, self.registry, made, self.ledger.clock.now())
-        return made
+        return proposing.propose(
+            self.authority,
+            self._notifiers,
+            context,
+            name,
+            arguments,
+            fields,
+            operation_id=operation_id,
+            correlation=correlation,
+        )
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:
-        """The proposal, its digest recomputed (what a reviewer page shows).
-
-        Its proposer and the tenant's reviewers see it; to anyone else it is ``NotFound``.
-        """
+        """The proposal, its digest recomputed (what a reviewer page shows), for its proposer and
+        the tenant's reviewers; to anyone else it is ``NotFound``."""
         return visible_proposal(context, self.authority.get_proposal(context, proposal_id))
 
     def approve(
@@ -146,6 +142,7 @@ class EffectLedger:
         expires_in: timedelta = timedelta(hours=1),
     ) -> Approval:
         """Approve the proposal exactly as shown: the record's digest, or ``digest`` with an id."""
+        require_writer(approver)
         proposal_id, seen = shown(proposal, digest)
         with telemetry.span("approve", tenant_id=approver.tenant_id, proposal_id=proposal_id):
             return self.authority.approve(approver, proposal_id, digest=seen, expires_in=expires_in)
@@ -154,6 +151,7 @@ class EffectLedger:
         self, approver: Context, proposal: ProposalRef, /, *, reason: str, digest: str | None = None
     ) -> Approval:
         """Deny the proposal as shown, recording who and why; a denial is final."""
+        require_writer(approver)
         proposal_id, seen = shown(proposal, digest)
         return self.authority.deny(approver, proposal_id, digest=seen, reason=reason)
 
@@ -302,6 +300,7 @@ class EffectLedger:
         self, context: Context, operation: OperationRef, *, max_retries: int = 1
     ) -> DispatchResult:
         """Return a RETRY_PENDING operation to READY (same key), within ``max_retries``."""
+        require_writer(context)
         return self.ledger.authorize_retry(
             context, operation_id_of(operation), max_retries=max_retries
         )
@@ -310,6 +309,7 @@ class EffectLedger:
         self, context: Context, operation: OperationRef, *, reason: str, owner: str | None = None
     ) -> DispatchResult:
         """Move an unresolved operation of the tenant to MANUAL_REVIEW with an owner."""
+        require_writer(context)
         operation_id = self.ledger.get(context, operation_id_of(operation)).operation_id
         return self.ledger.escalate(
             context.tenant_id, operation_id, reason=reason, owner=owner, actor=context.actor_id

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from effectledger import telemetry
+from effectledger.app.access import require_writer
 from effectledger.app.declaring import Declarations
 from effectledger.authority import Authority
 from effectledger.errors import AdmissionDenied, NotFound
@@ -61,9 +62,12 @@ def perform(
     tenant's id look the same) come back as ``outcome="denied"``. Malformed arguments raise
     :class:`~effectledger.errors.InvalidInput`. ``outcome`` is ``performed`` only for the call
     whose own claim was submitted, ``released`` only for the call that released it; any other
-    call reports the recorded state as ``replayed``. The call is one ``perform`` span, and counted
+    call reports the recorded state as ``replayed``; a claim the destination accepted nothing from
+    is ``refused`` with its ``rejection``; a context whose roles only read is ``not_permitted``.
+    The call is one ``perform`` span, and counted
     by outcome (and denial reason) in :mod:`effectledger.telemetry`.
     """
+    require_writer(context)
     proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
     with telemetry.span("perform", tenant_id=context.tenant_id, proposal_id=proposal_id) as span:
         if isinstance(proposal, Proposal):
@@ -180,6 +184,8 @@ def _denied(reason: str, trace: _Trace) -> EffectResult:
 
 
 def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult:
+    if outcome == "performed" and result.rejection is not None:
+        outcome = "refused"  # dispatched, and nothing was accepted: say so, and why
     return EffectResult(
         outcome=EffectOutcome(outcome),
         operation_id=result.operation_id,
@@ -187,4 +193,5 @@ def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult
         reason=None,
         provider_reference=result.provider_reference,
         trace=tuple(trace.steps),
+        rejection=result.rejection if outcome == "refused" else None,
     )

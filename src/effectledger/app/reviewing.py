@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from effectledger.actions.registry import ActionRegistry
-from effectledger.app.access import require_reader
+from effectledger.app.access import require_reader, require_writer
 from effectledger.authority import Authority
 from effectledger.authority.pending import QueueFilter, approvals_required, pending_page
 from effectledger.authority.review import refusal_of, review_of
@@ -120,6 +120,7 @@ def decide(
     reviewer may not decide it (``self_approval``, ``not_an_approver``); the authority then
     checks the digest (``digest_mismatch``), the policy and the expiry again as it records it.
     """
+    require_writer(context)
     standing = review(authority, context, proposal_id)
     refused = refusal_of(standing, granting=approve)
     if refused is not None:

@@ -108,10 +108,9 @@ def _decide(
         return Denial("actor_mismatch", "only the proposer's own context may admit it")
     existing = tx.one("operation_get", {"tenant_id": tenant, "operation_id": proposal.operation_id})
     if existing is not None:
-        same = existing["proposal_id"] == proposal.proposal_id and (
-            approval_id is None or existing["approval_id"] == approval_id
-        )
-        if same:  # the exact replay: nothing is spent
+        if existing["proposal_id"] == proposal.proposal_id:
+            # The proposer's perform of an admitted proposal is a replay, whichever approval it
+            # presents (a racing approver's, say): nothing is spent, the recorded state answers.
             return Admission(operation=operation_from_row(existing), replayed=True)
         return Denial("approval_consumed", "this proposal was admitted with other authority")
     # The proposal's denial, the presented approval and its consumption: one read.

@@ -265,7 +265,7 @@ class Authority:
         row = self._store.one(
             "proposal_replay", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
         )
-        recorded = replayed_result(row, context, approval_id)
+        recorded = replayed_result(row, context)
         if recorded is not None:
             return recorded
         proposal = self._decoded(context, row, proposal_id)

@@ -6,10 +6,11 @@
   declared), or ``--app`` names the instance itself (:mod:`effectledger.cli.application`); the
   API keys live in the same ledger database. ``--service`` is an older spelling of ``--app``.
   ``--worker`` also runs the worker's loops (:mod:`effectledger.workers`) in the API process,
-  stopped after the server has shut down.
-- ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once (it creates
-  the ledger if needed, like ``migrate``).
-- ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing ledger.
+  stopped after the server has shut down. It serves only an existing ledger (``migrate``
+  creates one): a mistyped URL is refused instead of serving an empty ledger.
+- ``keys create --tenant T --actor A --roles r1,r2`` prints a new key's token, once.
+- ``keys create``, ``keys revoke KEY_ID`` and ``keys list [--tenant T]`` only open an existing
+  ledger; only ``migrate`` and ``demo`` create one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import logging
 from typing import Any
 
 from effectledger.app.keys import ApiKeys
-from effectledger.cli.application import load_ledger
+from effectledger.cli.application import load_attribute, load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, open_existing
 from effectledger.cli.output import Output
 from effectledger.cli.worker import (
@@ -30,7 +31,6 @@ from effectledger.cli.worker import (
 )
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
-from effectledger.store import open_store
 
 __all__ = ["register"]
 
@@ -107,6 +107,8 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
+    load_attribute(args.app)  # a module or name that cannot load is refused first
+    open_existing(args.db).close()  # the factory's connect would create a mistyped ledger
     ledger = load_ledger(args.app, args.db)
     worker = None
     try:
@@ -137,7 +139,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
 
 def _create(args: argparse.Namespace, out: Output) -> int:
-    store = open_store(args.db)
+    store = open_existing(args.db)
     try:
         roles = [role.strip() for role in args.roles.split(",") if role.strip()]
         issued = ApiKeys(store).create(tenant_id=args.tenant, actor_id=args.actor, roles=roles)

@@ -159,6 +159,8 @@ def _status(args: argparse.Namespace, out: Output) -> int:
     uncertain = [op.operation_id for op in operations if op.state.uncertain]
     if out.json_mode:
         out.json({"operations": [operation_document(op) for op in operations]})
+    elif not operations:
+        out.line(f"tenant {args.tenant} has no operations in this ledger")
     else:
         _operations_table(out, operations)
         if uncertain:

@@ -31,6 +31,11 @@ def register(commands: Commands) -> None:
         default=None,
         help="require 'Authorization: Bearer <token>', the token read from this variable",
     )
+    parser.add_argument(
+        "--allow-faults",
+        action="store_true",
+        help="serve PUT /_receiver/faults, which makes the receiver fail on purpose (tests only)",
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -49,5 +54,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     from effectledger.receiver.server import run_receiver
 
     out.line(f"serving the reference receiver on http://{args.host}:{args.port}", err=True)
-    run_receiver(args.db, port=args.port, host=args.host, token=token)
+    run_receiver(
+        args.db, port=args.port, host=args.host, token=token, allow_faults=args.allow_faults
+    )
     return 0

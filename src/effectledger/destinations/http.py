@@ -4,42 +4,36 @@ Configure one :class:`HttpDestination` per account and endpoint, with one :class
 action (method, URL template, body, classification contract) and one :class:`HttpLookup` (recovery
 knows only the key, so the lookup is per destination). Requires the ``http`` extra (httpx).
 
-What it promises:
-
-* The idempotency key goes out as the ``Idempotency-Key`` header (the IETF httpapi draft), or
-  under another name, or only in the body where an API wants it there.
-* Every answer is classified by the action's :class:`~.http_contract.HttpContract`; an error
-  before any byte was sent is a retryable rejection, never Unknown; anything after which the
-  request may have been acted on (a read timeout, a reset, an incomplete response, a passed
-  deadline, an unlisted status) is Unknown, and recovery takes over.
-* Each submit and lookup has a deadline (``submit_deadline_s``, ``lookup_deadline_s``).
-* An automatic resend happens only inside the contract's replay window (see
-  :class:`~.http_contract.HttpContract`), with the same key, URL and bytes.
-* The answer that justified an outcome goes on the observation as redacted
-  :class:`~effectledger.model.evidence.Evidence`; request
-  headers (credentials) are never kept, and a
-  transport failure is kept by its class name only.
+What it promises (docs/destinations.md says each in full): the key goes out as
+``Idempotency-Key`` (or where the API wants it); every answer is classified by the action's
+:class:`~.http_contract.HttpContract`, and anything after which the request may have been acted
+on is Unknown; one deadline bounds each whole exchange, resends included; a resend happens only
+inside the contract's replay window, and once any send may have acted only an accepted resend
+settles the exchange; the answer is kept as redacted evidence with every credential sent scrubbed
+from it; an endpoint with userinfo is refused; a lookup record of another key is Unknown.
 
 Sync (:meth:`submit`, :meth:`lookup`) and async (:meth:`submit_async`, :meth:`lookup_async`)
 share the classification. A cancelled ``submit_async`` raises ``CancelledError`` to its caller:
-record the attempt as Unknown then (:meth:`effectledger.Executor.execute_async` does this for you
-by running the submission to its recorded end even when its caller is cancelled).
+record the attempt as Unknown then (:meth:`effectledger.workers.Executor.execute_async` does
+this for you by running the submission to its recorded end even when its caller is cancelled).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from effectledger.destinations import BoundDestination
 from effectledger.destinations.http_contract import HttpContract, StatusRule
+from effectledger.destinations.http_deadline import DeadlineTransport
 from effectledger.destinations.http_exchange import (
     Answer,
     Prepared,
@@ -53,6 +47,7 @@ from effectledger.destinations.http_exchange import (
     read_sync,
     reference_from,
 )
+from effectledger.destinations.http_lookup import HttpLookup, lookup_observation
 from effectledger.destinations.secrets import SecretHeader
 from effectledger.errors import DestinationUnavailable, InvalidInput
 from effectledger.model.evidence import EvidencePolicy
@@ -104,23 +99,6 @@ class HttpAction:
     reference_field: str = "id"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpLookup:
-    """How to ask the destination what it did under a key.
-
-    A status in ``found`` means it has a record of the key; if ``state_field`` is set, only a
-    record whose state is in ``done_states`` counts as acceptance. Anything else (404 included:
-    absence is not proof, the record may lag) is Unknown.
-    """
-
-    path: str
-    method: str = "GET"
-    found: frozenset[int] = frozenset({200})
-    reference_field: str = "id"
-    state_field: str | None = None
-    done_states: frozenset[str] = frozenset()
-
-
 class HttpDestination(BoundDestination):
     """A :class:`~effectledger.destinations.Destination` that speaks HTTP (module docstring).
 
@@ -151,6 +129,11 @@ class HttpDestination(BoundDestination):
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise InvalidInput("endpoint must be an http:// or https:// URL", field="endpoint")
+        if "@" in urlsplit(endpoint).netloc:
+            raise InvalidInput(
+                "endpoint must not carry credentials (user:password@); use a secret header",
+                field="endpoint",
+            )
         for name, value in (("submit_deadline_s", submit_deadline_s),
                             ("lookup_deadline_s", lookup_deadline_s),
                             ("connect_timeout_s", connect_timeout_s)):  # fmt: skip
@@ -176,13 +159,25 @@ class HttpDestination(BoundDestination):
         self._clients_lock = threading.Lock()
         self._async_client: httpx.AsyncClient | None = None
 
+    def check_action(self, action: str) -> None:
+        """Refuse to be bound to ``action`` without a mapping for it (``invalid_input``)."""
+        if action not in self.actions:
+            raise InvalidInput(
+                f"the HTTP destination at {self._endpoint} has no mapping for action {action!r}",
+                field="actions",
+                action=action,
+            )
+
     # -- clients ---------------------------------------------------------------------------
 
     def _client(self) -> httpx.Client:
         # One client (and connection pool) per thread: executors run in many threads.
         client: httpx.Client | None = getattr(self._local, "client", None)
         if client is None:
-            client = httpx.Client(transport=self._transport, follow_redirects=False)
+            transport = self._transport
+            if transport is None:
+                transport = self._local.deadline = DeadlineTransport()
+            client = httpx.Client(transport=transport, follow_redirects=False)
             self._local.client = client
             with self._clients_lock:
                 self._clients.append(client)
@@ -238,70 +233,87 @@ class HttpDestination(BoundDestination):
             headers=self.headers,
             extra_headers=extra,
             body=body,
+            credential_headers=self.evidence_policy.redact_headers,
         )
         return action, request
 
     def submit(self, command: Command, key: str) -> Observation:
         """Send ``command`` under ``key`` and classify the answer (module docstring)."""
-        exchange = self._submit_exchange(command, key)
+        ends = time.monotonic() + self.submit_deadline_s
+        exchange = self._submit_exchange(command, key, ends)
         try:
             request = next(exchange)
             while True:
-                request = exchange.send(self._read(request, self.submit_deadline_s))
+                request = exchange.send(self._read(request, ends))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
     async def submit_async(self, command: Command, key: str) -> Observation:
         """:meth:`submit` on the event loop; the deadline bounds the whole exchange."""
-        exchange = self._submit_exchange(command, key)
+        ends = time.monotonic() + self.submit_deadline_s
+        exchange = self._submit_exchange(command, key, ends)
         try:
             request = next(exchange)
             while True:
-                request = exchange.send(await self._read_async(request, self.submit_deadline_s))
+                request = exchange.send(await self._read_async(request, ends))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
     def _submit_exchange(
-        self, command: Command, key: str
+        self, command: Command, key: str, ends: float
     ) -> Generator[Prepared, RawAnswer | Answer, Observation]:
-        """A submission without its I/O: yields each request to send and is sent what came back."""
+        """A submission without its I/O: yields each request to send and is sent what came back.
+
+        ``ends`` (monotonic seconds) is the deadline of the whole exchange, resends included.
+        """
         try:
             action, request = self._prepare_submit(command, key)
         except RequestNotSent as not_sent:
             return self._not_sent_submit(command, key, not_sent)
         first_send = self.clock()
-        resends = 0
+        answers: list[str] = []
         while True:
             answer = classified(action.contract, (yield request))
-            if not self._may_resend(action.contract, answer, first_send, resends):
-                return self._submit_observation(action, request, key, answer, resends)
-            resends += 1
+            answers.append(answer.reason)
+            if not self._may_resend(action.contract, answer, first_send, len(answers) - 1, ends):
+                return self._submit_observation(action, request, key, _settled(answer, answers),
+                                                answers)  # fmt: skip
 
     def _may_resend(
-        self, contract: HttpContract, answer: Answer, first_send: float, resends: int
+        self, contract: HttpContract, answer: Answer, first_send: float, resends: int, ends: float
     ) -> bool:
-        """Whether an identical resend is allowed now: Unknown, inside the window, budget left."""
+        """Whether an identical resend is allowed now: Unknown, inside the window and the
+        exchange's deadline, budget left."""
         if answer.outcome is not Outcome.UNKNOWN or not contract.replays:
             return False
-        if resends >= contract.max_resends:
+        if resends >= contract.max_resends or time.monotonic() >= ends:
             return False
         window_end = first_send + contract.replay_window.total_seconds()
         # The resend must be over before the window closes: the window is never extended.
         return self.clock() + self.submit_deadline_s <= window_end
 
-    def _read(self, request: Prepared, deadline_s: float) -> RawAnswer | Answer:
-        """The answer to ``request``, or the classified failure of the exchange."""
+    def _read(self, request: Prepared, ends: float) -> RawAnswer | Answer:
+        """The answer to ``request`` before ``ends``, or the classified failure of the exchange."""
+        left = ends - time.monotonic()
+        if left <= 0:
+            return answer_from_error(TimeoutError())
         try:
-            return read_sync(self._client(), request, self._timeout(deadline_s), deadline_s)
+            client = self._client()
+            deadline: DeadlineTransport | None = getattr(self._local, "deadline", None)
+            if deadline is None:
+                return read_sync(client, request, self._timeout(left), ends)
+            with deadline.until(ends):
+                return read_sync(client, request, self._timeout(left), ends)
         except Exception as exc:
             return answer_from_error(exc)
 
-    async def _read_async(self, request: Prepared, deadline_s: float) -> RawAnswer | Answer:
+    async def _read_async(self, request: Prepared, ends: float) -> RawAnswer | Answer:
         """:meth:`_read` on the event loop."""
+        left = ends - time.monotonic()
         try:
             # httpx's timeouts bound each phase; asyncio bounds the whole exchange.
-            async with asyncio.timeout(deadline_s):
-                return await read_async(self._aclient(), request, self._timeout(deadline_s))
+            async with asyncio.timeout(left):
+                return await read_async(self._aclient(), request, self._timeout(max(left, 1e-3)))
         except Exception as exc:
             return answer_from_error(exc)
 
@@ -311,24 +323,28 @@ class HttpDestination(BoundDestination):
         return Observation(
             outcome=answer.outcome,
             evidence=evidence_of(document, answer, self.evidence_policy),
+            reason=answer.reason,
         )
 
     def _submit_observation(
-        self, action: HttpAction, request: Prepared, key: str, answer: Answer, resends: int
+        self, action: HttpAction, request: Prepared, key: str, answer: Answer, answers: list[str]
     ) -> Observation:
         document = {
             "source": "submit",
             "method": request.method,
             "url": request.shown_url,
             "idempotency_key": key,
-            "resends": resends,
+            "resends": len(answers) - 1,
+            "answers": answers,
         }
-        evidence = evidence_of(document, answer, self.evidence_policy)
+        evidence = evidence_of(document, answer, self.evidence_policy, request.secrets)
         if answer.outcome is not Outcome.ACCEPTED:
-            return Observation(outcome=answer.outcome, evidence=evidence)
+            return Observation(outcome=answer.outcome, evidence=evidence, reason=answer.reason)
         return Observation(
             outcome=Outcome.ACCEPTED,
-            provider_reference=reference_from(answer.body, action.reference_field, key),
+            provider_reference=reference_from(
+                answer.body, action.reference_field, key, request.secrets
+            ),
             evidence=evidence,
         )
 
@@ -340,58 +356,38 @@ class HttpDestination(BoundDestination):
         Raises :class:`LookupNotSent` when the request could not be sent at all.
         """
         request = self._lookup_request(key)
-        answer = self._read(request, self.lookup_deadline_s)
+        answer = self._read(request, time.monotonic() + self.lookup_deadline_s)
         return self._lookup_observation(request, key, answer)
 
     async def lookup_async(self, key: str) -> Observation:
         """:meth:`lookup` on the event loop; the deadline bounds the whole exchange."""
         request = self._lookup_request(key)
-        answer = await self._read_async(request, self.lookup_deadline_s)
+        answer = await self._read_async(request, time.monotonic() + self.lookup_deadline_s)
         return self._lookup_observation(request, key, answer)
 
     def _lookup_request(self, key: str) -> Prepared:
         spec = self.lookup_spec
         try:
             return prepare(
-                self._endpoint, spec.method, spec.path, command=None, key=key, headers=self.headers
-            )
+                self._endpoint, spec.method, spec.path, command=None, key=key, headers=self.headers,
+                credential_headers=self.evidence_policy.redact_headers,
+            )  # fmt: skip
         except RequestNotSent as not_sent:
             raise LookupNotSent(not_sent.reason) from None
-
-    def _lookup_failed(self, request: Prepared, key: str, answer: Answer) -> Observation:
-        if not answer.sent:
-            raise LookupNotSent(answer.reason)
-        return Observation(
-            outcome=Outcome.UNKNOWN,
-            evidence=evidence_of(_lookup_document(request, key), answer, self.evidence_policy),
-        )
 
     def _lookup_observation(
         self, request: Prepared, key: str, raw: RawAnswer | Answer
     ) -> Observation:
-        if isinstance(raw, Answer):
-            return self._lookup_failed(request, key, raw)
-        spec = self.lookup_spec
-        done = raw.status in spec.found
-        if done and spec.state_field is not None:
-            state = raw.body.get(spec.state_field) if isinstance(raw.body, Mapping) else None
-            done = state in spec.done_states
-        outcome = Outcome.ACCEPTED if done else Outcome.UNKNOWN
-        answer = Answer.of(raw, outcome, f"lookup:{raw.status}" + ("" if done else ":not_proof"))
-        evidence = evidence_of(_lookup_document(request, key), answer, self.evidence_policy)
-        if not done:
-            return Observation(outcome=Outcome.UNKNOWN, evidence=evidence)
-        reference = reference_from(raw.body, spec.reference_field, key)
-        return Observation(
-            outcome=Outcome.ACCEPTED,
-            provider_reference=reference,
-            evidence=evidence,
-            # Two workers reading the same record record it once.
-            observation_id="lookup-" + hashlib.sha256(reference.encode()).hexdigest()[:32],
-        )
+        if isinstance(raw, Answer) and not raw.sent:
+            raise LookupNotSent(raw.reason)
+        return lookup_observation(self.lookup_spec, request, key, raw, self.evidence_policy)
 
 
-def _lookup_document(request: Prepared, key: str) -> dict[str, Any]:
-    """What the evidence of a lookup says was asked."""
-    return {"source": "lookup", "method": request.method, "url": request.shown_url,
-            "idempotency_key": key}  # fmt: skip
+def _settled(answer: Answer, answers: list[str]) -> Answer:
+    """The exchange's answer: once an earlier send may have been acted on, only an acceptance
+    settles it; any refusal of a resend is kept as evidence and the exchange stays Unknown."""
+    if len(answers) == 1 or answer.outcome in (Outcome.ACCEPTED, Outcome.UNKNOWN):
+        return answer
+    return dataclasses.replace(
+        answer, outcome=Outcome.UNKNOWN, reason=f"resend_refused:{answer.reason}"
+    )

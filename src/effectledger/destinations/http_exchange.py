@@ -18,7 +18,7 @@ import httpx
 
 from effectledger.destinations.http_contract import HttpContract
 from effectledger.destinations.secrets import SecretHeader, SecretUnavailable
-from effectledger.model.evidence import Evidence, EvidencePolicy, capture
+from effectledger.model.evidence import DEFAULT_REDACTED_HEADERS, Evidence, EvidencePolicy, capture
 from effectledger.model.operations import Command, Outcome
 
 __all__ = [
@@ -73,6 +73,9 @@ class Prepared:
     shown_url: str
     headers: Mapping[str, str] = field(repr=False)
     content: bytes | None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Every credential value sent (secret headers, and authorization-like headers): an answer
+    that echoes one has each occurrence scrubbed before it is kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +131,28 @@ def prepare(
     headers: Mapping[str, str | SecretHeader],
     extra_headers: Mapping[str, str] | None = None,
     body: Any = None,
+    credential_headers: frozenset[str] = DEFAULT_REDACTED_HEADERS,
 ) -> Prepared:
-    """Build the request; :class:`RequestNotSent` if the template, body or a secret fails."""
+    """Build the request; :class:`RequestNotSent` if the template, body or a secret fails.
+
+    The values of secret headers and of headers named in ``credential_headers`` (lower case) are
+    remembered on the result as :attr:`Prepared.secrets`.
+    """
     try:
         url = endpoint + path.format_map(_template_values(command, key))
     except (KeyError, IndexError, ValueError):
         raise RequestNotSent("url_template") from None
     sent_headers: dict[str, str] = {}
+    secrets: list[str] = []
     try:
         for name, value in headers.items():
-            sent_headers[name] = value.value() if isinstance(value, SecretHeader) else value
+            if isinstance(value, SecretHeader):
+                sent_headers[name], secret = value.value_and_secret()
+                secrets += [sent_headers[name], secret]
+            else:
+                sent_headers[name] = value
+                if name.lower() in credential_headers:
+                    secrets += [value, value.split(" ", 1)[-1]]
     except SecretUnavailable:
         raise RequestNotSent("secret_unavailable") from None
     sent_headers.update(extra_headers or {})
@@ -151,9 +166,13 @@ def prepare(
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise RequestNotSent("url_invalid")
+    if "@" in parts.netloc:
+        # Userinfo would be stored with the URL and turned into a Basic header by httpx.
+        raise RequestNotSent("url_userinfo")
     # The evidence shows where the request went, not its query (which may carry a token).
     shown = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-    return Prepared(method.upper(), url, shown, sent_headers, content)
+    kept = tuple(sorted({secret for secret in secrets if secret}, key=len, reverse=True))
+    return Prepared(method.upper(), url, shown, sent_headers, content, kept)
 
 
 def _decode(headers: httpx.Headers, data: bytes) -> Any:
@@ -166,33 +185,43 @@ def _decode(headers: httpx.Headers, data: bytes) -> Any:
 
 
 def read_sync(
-    client: httpx.Client, request: Prepared, timeout: httpx.Timeout, deadline_s: float
+    client: httpx.Client, request: Prepared, timeout: httpx.Timeout, ends: float
 ) -> RawAnswer:
-    """Send ``request`` and read the whole answer.
+    """Send ``request`` and read the whole answer before ``ends`` (monotonic seconds).
 
-    httpx's timeout bounds each wait (connect, write, each read); ``deadline_s`` also bounds the
-    whole body read: past it, an incomplete body raises instead of being waited for.
+    httpx's timeout bounds each wait (connect, write, each read); the caller's
+    :class:`~.http_deadline.DeadlineTransport` cuts every wait to the time left, and ``ends``
+    also bounds the body read: past it, an incomplete body raises instead of being waited for.
     """
-    ends = time.monotonic() + deadline_s
     built = client.build_request(
         request.method, request.url, headers=request.headers, content=request.content,
         timeout=timeout,
     )  # fmt: skip
-    response = client.send(built, stream=True)
+    try:
+        response = client.send(built, stream=True)
+    except (httpx.ReadTimeout, httpx.WriteTimeout):
+        if time.monotonic() >= ends:
+            raise _DeadlinePassed from None
+        raise
     try:
         length = response.headers.get("content-length")
         expected = int(length) if length is not None and length.isdigit() else None
         chunks: list[bytes] = []
         size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise _TooLarge
-            chunks.append(chunk)
-            # Past the deadline with more to come: stop waiting. A body that is complete is
-            # still a definite answer, however late its last byte came.
-            if time.monotonic() > ends and (expected is None or size < expected):
-                raise _DeadlinePassed
+        try:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise _TooLarge
+                chunks.append(chunk)
+                # Past the deadline with more to come: stop waiting. A body that is complete is
+                # still a definite answer, however late its last byte came.
+                if time.monotonic() > ends and (expected is None or size < expected):
+                    raise _DeadlinePassed
+        except httpx.ReadTimeout:
+            if time.monotonic() >= ends:
+                raise _DeadlinePassed from None
+            raise
     finally:
         response.close()
     return RawAnswer(response.status_code, list(response.headers.items()), _decode(
@@ -244,8 +273,14 @@ def answer_from_error(exc: Exception) -> Answer:
     return Answer(outcome=Outcome.UNKNOWN, reason=type(exc).__name__, sent=True)
 
 
-def evidence_of(document: Mapping[str, Any], answer: Answer, policy: EvidencePolicy) -> Evidence:
-    """The redacted evidence of ``answer`` under ``document`` (where the request went)."""
+def evidence_of(
+    document: Mapping[str, Any],
+    answer: Answer,
+    policy: EvidencePolicy,
+    secrets: tuple[str, ...] = (),
+) -> Evidence:
+    """The redacted evidence of ``answer`` under ``document`` (where the request went), with
+    every occurrence of a sent credential in ``secrets`` scrubbed."""
     full = {
         **document,
         "outcome": answer.outcome.value,
@@ -253,16 +288,22 @@ def evidence_of(document: Mapping[str, Any], answer: Answer, policy: EvidencePol
         "sent": answer.sent,
         "status": answer.status,
     }
-    return capture(full, policy, headers=answer.headers, body=answer.body)
+    return capture(full, policy, headers=answer.headers, body=answer.body, scrub=secrets)
 
 
-def reference_from(body: Any, path: str, key: str) -> str:
-    """The provider reference at dotted ``path`` of ``body``, or ``idempotency-key/<key>``."""
+def reference_from(body: Any, path: str, key: str, secrets: tuple[str, ...] = ()) -> str:
+    """The provider reference at dotted ``path`` of ``body``, or ``idempotency-key/<key>``
+    (also when the value holds a credential that was sent)."""
     value: Any = body
     for part in path.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if isinstance(value, str) and 0 < len(value) <= 256 and value.isprintable():
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= 256
+        and value.isprintable()
+        and not any(secret in value for secret in secrets)
+    ):
         return value
     return f"idempotency-key/{key}"

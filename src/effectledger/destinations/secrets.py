@@ -28,6 +28,10 @@ class SecretHeader:
 
     def value(self) -> str:
         """The formatted header value; raises :class:`SecretUnavailable` if it cannot be read."""
+        return self.value_and_secret()[0]
+
+    def value_and_secret(self) -> tuple[str, str]:
+        """The formatted header value and the bare secret in it (to scrub echoes of either)."""
         try:
             secret = self.read()
         except SecretUnavailable:
@@ -36,7 +40,7 @@ class SecretHeader:
             raise SecretUnavailable(f"the secret from {self.source} could not be read") from exc
         if not isinstance(secret, str) or not secret or "\n" in secret or "\r" in secret:
             raise SecretUnavailable(f"the secret from {self.source} is empty or malformed")
-        return self.template.format(secret=secret)
+        return self.template.format(secret=secret), secret
 
 
 def env_secret(name: str, template: str = "{secret}") -> SecretHeader:

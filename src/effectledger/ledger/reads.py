@@ -61,17 +61,15 @@ def status(store: Store, context: Context, operation_id: str) -> DispatchResult:
     )
 
 
-def replayed_result(
-    row: Row | None, context: Context, approval_id: str | None
-) -> DispatchResult | None:
-    """The recorded state in a ``proposal_replay`` row when the call is the exact replay of a
-    finished ``perform`` by the same actor (with the same approval, when one is named)."""
+def replayed_result(row: Row | None, context: Context) -> DispatchResult | None:
+    """The recorded state in a ``proposal_replay`` row when the call replays a finished
+    ``perform`` by the same actor: whichever approval it names, an admitted proposal is not
+    admitted again, and the presented approval is not spent."""
     if (
         row is None
         or row["state"] is None  # nothing admitted yet
         or row["requester_id"] != context.actor_id
         or row["state"] == OperationState.READY.value
-        or (approval_id is not None and row["approval_id"] != approval_id)
     ):
         return None
     return result_from_row(row)

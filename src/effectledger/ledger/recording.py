@@ -74,6 +74,23 @@ def _details(observation: Observation, problem: str | None, reported: object) ->
     return details
 
 
+def _holder_of_reference(tx: Transaction, row: Any, reference: str | None) -> str | None:
+    """Another operation of the same destination that already holds ``reference``, if any."""
+    if reference is None:
+        return None
+    held = tx.one(
+        "operation_holding_reference",
+        {
+            "tenant_id": row["tenant_id"],
+            "destination_account": row["destination_account"],
+            "destination_endpoint": row["destination_endpoint"],
+            "provider_reference": reference,
+            "operation_id": row["operation_id"],
+        },
+    )
+    return None if held is None else str(held["operation_id"])
+
+
 def record_in(
     tx: Transaction,
     ledger: LedgerParts,
@@ -104,6 +121,21 @@ def record_in(
     if observation.evidence is not None:
         store_evidence(tx, attempt.tenant_id, observation.evidence, now_us=now_us(ledger.clock))
     owns_state = row["active_attempt_id"] == attempt.attempt_id and row["state"] in _OWNING_STATES
+    if owns_state and observation.outcome is Outcome.ACCEPTED:
+        holder = _holder_of_reference(tx, row, observation.provider_reference)
+        if holder is not None:
+            # Two operations settled by one effect: flagged and left uncertain for a person,
+            # never silently shared.
+            log.warning(
+                "provider reference of %s/%s is already held by %s: recorded as Unknown",
+                attempt.tenant_id,
+                attempt.operation_id,
+                holder,
+            )
+            observation = replace(
+                observation, outcome=Outcome.UNKNOWN, provider_reference=None, observation_id=None
+            )
+            problem, reported = f"provider_reference_held_by:{holder}", Outcome.ACCEPTED
     changes: dict[str, Any] = {}
     observed: dict[str, Any] | None = None  # stored on the attempt with the step, if it owns it
     if owns_state:

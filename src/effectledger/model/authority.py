@@ -7,6 +7,7 @@ one that was approved (see :mod:`effectledger.authority` for the digest's fields
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,7 @@ from effectledger.errors import InvalidInput
 from effectledger.model.operations import DestinationRef, to_micros
 
 __all__ = [
+    "CORRELATION_PATTERN",
     "Approval",
     "CapacityUsage",
     "Correlation",
@@ -24,6 +26,9 @@ __all__ = [
 ]
 
 MAX_CORRELATION_LENGTH = 256
+CORRELATION_PATTERN = r"^[\x20-\x7e]{1,256}$"
+"""A correlation string: 1-256 printable ASCII characters (the HTTP API declares this rule)."""
+_CORRELATION = re.compile(CORRELATION_PATTERN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,12 +46,10 @@ class Correlation:
         for name in self.__slots__:
             value = getattr(self, name)
             if value is not None and (
-                not isinstance(value, str)
-                or not 0 < len(value) <= MAX_CORRELATION_LENGTH
-                or not value.isprintable()
+                not isinstance(value, str) or _CORRELATION.fullmatch(value) is None
             ):
                 raise InvalidInput(
-                    f"correlation {name} must be printable text of 1-{MAX_CORRELATION_LENGTH} "
+                    f"correlation {name} must be 1-{MAX_CORRELATION_LENGTH} printable ASCII "
                     "characters",
                     field=f"correlation.{name}",
                 )

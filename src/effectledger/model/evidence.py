@@ -9,9 +9,12 @@ same transaction as the event, and the event's
 evidence reference names it (``evidence_blobs/sha256:<hex>``). Blobs are content-addressed within
 a tenant and append-only (the database refuses UPDATE and DELETE).
 
-What never goes in: credentials (``Authorization``, cookies and API-key headers are redacted by
-default, and a :class:`~effectledger.destinations.http.HttpDestination` never copies its request
-headers) and raw exception text (a transport failure is recorded by its class name only).
+What never goes in: credentials (``Authorization``, cookies and API-key headers and
+authorization-like body keys are redacted by default; a
+:class:`~effectledger.destinations.http.HttpDestination` never copies its request headers, and
+every credential value it sent is scrubbed wherever an answer echoes it) and raw exception text
+(a transport failure is recorded by its class name only). A secret the destination transforms
+before echoing it (encodes, splits, hashes) cannot be recognised and is not scrubbed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from effectledger.errors import InvalidInput
 
 __all__ = [
+    "DEFAULT_REDACTED_FIELDS",
     "DEFAULT_REDACTED_HEADERS",
     "EVIDENCE_REFERENCE",
     "MAX_EVIDENCE_BYTES",
@@ -35,6 +39,7 @@ __all__ = [
     "capture",
     "redact_fields",
     "redact_headers",
+    "scrub",
 ]
 
 MAX_EVIDENCE_BYTES = 64 * 1024
@@ -55,6 +60,21 @@ DEFAULT_REDACTED_HEADERS = frozenset(
 )
 """Header names (lower case) that are redacted unless a policy says otherwise."""
 
+DEFAULT_REDACTED_FIELDS = DEFAULT_REDACTED_HEADERS | frozenset(
+    {
+        "api_key",
+        "apikey",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "client_secret",
+        "password",
+        "secret",
+        "token",
+    }
+)
+"""JSON object keys (compared in lower case) redacted in a body unless a policy says otherwise."""
+
 _PREFIX = "evidence_blobs/sha256:"
 EVIDENCE_REFERENCE = re.compile(r"evidence_blobs/sha256:([0-9a-f]{64})")
 
@@ -64,12 +84,13 @@ class EvidencePolicy:
     """What is removed from an answer before it is kept, and how much of it is kept.
 
     ``redact_headers``: header names, compared case-insensitively. ``redact_fields``: JSON object
-    keys redacted wherever they occur in a body. ``max_bytes``: a larger document keeps only the
-    size and SHA-256 of its body.
+    keys redacted wherever they occur in a body, compared case-insensitively (default:
+    :data:`DEFAULT_REDACTED_FIELDS`). ``max_bytes``: a larger document keeps only the size and
+    SHA-256 of its body.
     """
 
     redact_headers: frozenset[str] = DEFAULT_REDACTED_HEADERS
-    redact_fields: frozenset[str] = frozenset()
+    redact_fields: frozenset[str] = DEFAULT_REDACTED_FIELDS
     max_bytes: int = MAX_EVIDENCE_BYTES
 
     def __post_init__(self) -> None:
@@ -79,6 +100,9 @@ class EvidencePolicy:
             )
         object.__setattr__(
             self, "redact_headers", frozenset(name.lower() for name in self.redact_headers)
+        )
+        object.__setattr__(
+            self, "redact_fields", frozenset(name.lower() for name in self.redact_fields)
         )
 
 
@@ -118,14 +142,31 @@ def redact_headers(headers: Iterable[tuple[str, str]], names: frozenset[str]) ->
 
 
 def redact_fields(value: Any, names: frozenset[str]) -> Any:
-    """A copy of the JSON value ``value`` with every object key in ``names`` redacted."""
+    """A copy of the JSON value ``value`` with every object key in ``names`` (lower case)
+    redacted, keys compared case-insensitively."""
     if isinstance(value, Mapping):
         return {
-            str(key): REDACTED if key in names else redact_fields(item, names)
+            str(key): REDACTED if str(key).lower() in names else redact_fields(item, names)
             for key, item in value.items()
         }
     if isinstance(value, list):
         return [redact_fields(item, names) for item in value]
+    return value
+
+
+def scrub(value: Any, secrets: tuple[str, ...]) -> Any:
+    """A copy of the JSON value ``value`` with every occurrence of each of ``secrets`` (longest
+    first) replaced by :data:`REDACTED`, in strings and object keys alike."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, Mapping):
+        return {scrub(str(key), secrets): scrub(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [scrub(item, secrets) for item in value]
     return value
 
 
@@ -143,16 +184,20 @@ def capture(
     *,
     headers: Iterable[tuple[str, str]] = (),
     body: Any = None,
+    scrub: tuple[str, ...] = (),
 ) -> Evidence:
     """Evidence of one answer: ``document`` plus redacted ``headers`` and ``body``.
 
-    Redaction happens before encoding and hashing, so a secret never reaches the hash either. If
+    Every occurrence of a value in ``scrub`` (the credentials that were sent) is removed from
+    headers and body. Redaction happens before encoding and hashing, so a secret never reaches
+    the hash either. If
     the encoded document is larger than ``policy.max_bytes``, the body is replaced by its size and
     SHA-256 (``{"truncated": true, ...}``); the rest of the answer is kept.
     """
     full: dict[str, Any] = dict(document)
-    full["headers"] = redact_headers(headers, policy.redact_headers)
-    full["body"] = redact_fields(body, policy.redact_fields)
+    secrets = tuple(sorted({secret for secret in scrub if secret}, key=len, reverse=True))
+    full["headers"] = _scrub(redact_headers(headers, policy.redact_headers), secrets)
+    full["body"] = _scrub(redact_fields(body, policy.redact_fields), secrets)
     encoded = _encode(full)
     if len(encoded) > policy.max_bytes:
         body_bytes = _encode({"body": full["body"]})
@@ -166,6 +211,9 @@ def capture(
             full = {"truncated": True, "size": len(encoded), "sha256": _sha(encoded)}
             encoded = _encode(full)
     return Evidence(content=encoded)
+
+
+_scrub = scrub
 
 
 def _sha(data: bytes) -> str:

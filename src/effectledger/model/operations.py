@@ -154,7 +154,8 @@ class DestinationRef:
     """The external system an operation is bound to: compared exactly, case-sensitively.
 
     ``account_id`` is an identifier; ``endpoint`` is 1-512 printable characters (no control
-    characters, no lone surrogates). Anything else is refused with ``invalid_input`` naming the
+    characters, no lone surrogates) and carries no credentials (no ``user:password@`` in a
+    URL's authority). Anything else is refused with ``invalid_input`` naming the
     field, wherever a destination is named.
     """
 
@@ -171,6 +172,12 @@ class DestinationRef:
         ):
             raise InvalidInput(
                 f"destination.endpoint must be 1-{MAX_ENDPOINT_LENGTH} printable characters",
+                field="destination.endpoint",
+            )
+        if "://" in endpoint and "@" in endpoint.split("://", 1)[1].split("/", 1)[0]:
+            # Userinfo would be stored in every row that names the destination.
+            raise InvalidInput(
+                "destination.endpoint must not carry credentials (user:password@)",
                 field="destination.endpoint",
             )
 
@@ -205,6 +212,8 @@ class Observation:
     otherwise. ``observation_id``, when the destination supplies a stable one, lets a replayed
     observation be recognised in the audit trail. ``evidence``, when given, is the redacted answer
     itself: the ledger stores it with the event and uses its reference as ``evidence_reference``.
+    ``reason``, when the adapter gives one, is its stable code for the answer (``permanent:422``,
+    ``ConnectError``, ``no_http_action``); a caller is told it with a rejection.
     """
 
     outcome: Outcome
@@ -212,6 +221,7 @@ class Observation:
     evidence_reference: str | None = None
     observation_id: str | None = None
     evidence: Evidence | None = None
+    reason: str | None = None
 
     @classmethod
     def unknown(cls, evidence_reference: str | None = None) -> Observation:
@@ -322,12 +332,15 @@ class DispatchResult:
     """What a dispatch or a status read reports to the caller (and to the model).
 
     ``uncertain`` is true while the effect may or may not have happened: callers must show it.
+    ``rejection`` is why the destination refused, on the result of the dispatch that recorded a
+    rejection (REJECTED or RETRY_PENDING): the adapter's reason code, else the outcome's name.
     """
 
     operation_id: str
     state: OperationState
     provider_reference: str | None = None
     attempt_id: str | None = None
+    rejection: str | None = None
 
     @property
     def uncertain(self) -> bool:

@@ -21,14 +21,17 @@ __all__ = ["DenialReason", "EffectOutcome", "EffectResult", "TraceStep"]
 class EffectOutcome(enum.StrEnum):
     """How one call to perform (or reconcile) an effect came out.
 
-    ``PERFORMED``: this call admitted and dispatched it. ``REPLAYED``: it was already admitted;
-    the recorded state is reported and nothing was sent. ``RELEASED``: it failed the
+    ``PERFORMED``: this call admitted and dispatched it, and the destination did not refuse it
+    (SUCCEEDED, or uncertain). ``REFUSED``: this call dispatched it and the destination accepted
+    nothing (REJECTED or RETRY_PENDING; ``rejection`` says why). ``REPLAYED``: it was already
+    admitted; the recorded state is reported and nothing was sent. ``RELEASED``: it failed the
     dispatch-time recheck and was never sent. ``DENIED``: authority did not cover it; nothing
     exists and nothing was spent. ``RECONCILED`` / ``UNRESOLVED``: a recovery pass settled it, or
     did not yet.
     """
 
     PERFORMED = "performed"
+    REFUSED = "refused"
     REPLAYED = "replayed"
     RELEASED = "released"
     DENIED = "denied"
@@ -73,9 +76,11 @@ class EffectResult:
 
     ``outcome`` is :class:`EffectOutcome` ``performed`` (dispatched now), ``replayed`` (already
     admitted: its recorded state is reported), ``released`` (failed the dispatch-time recheck,
-    never sent) or ``denied`` (``reason`` holds the :class:`DenialReason`). ``state`` is the
-    operation's state when one exists; ``uncertain`` is true while the effect may or may not have
-    happened. Plain strings given for ``outcome`` and ``reason`` are turned into the enums.
+    never sent), ``refused`` (dispatched now, and the destination accepted nothing:
+    ``rejection`` holds its reason code) or ``denied`` (``reason`` holds the
+    :class:`DenialReason`). ``state`` is the operation's state when one exists; ``uncertain`` is
+    true while the effect may or may not have happened. Plain strings given for ``outcome`` and
+    ``reason`` are turned into the enums.
     """
 
     outcome: EffectOutcome
@@ -84,6 +89,7 @@ class EffectResult:
     reason: DenialReason | None
     provider_reference: str | None
     trace: tuple[TraceStep, ...]
+    rejection: str | None = None
 
     def __post_init__(self) -> None:
         # Strings are accepted so that every producer yields the enums, whatever it passed.
@@ -120,5 +126,6 @@ class EffectResult:
             "reason": None if reason is None else reason._value_,
             "provider_reference": self.provider_reference,
             "uncertain": state in _UNCERTAIN,
+            "rejection": self.rejection,
             "trace": [[step.step, step.outcome] for step in self.trace],
         }

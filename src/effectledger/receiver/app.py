@@ -6,10 +6,14 @@ Routes (``{collection}`` is any lower-case name, e.g. ``effects``, ``refunds``, 
   header, per the body's ``message_id``). A repeat with the same body replays the first answer
   (``Idempotent-Replayed: true``); a repeat with another body is refused, 422 ``key_reused`` (the
   IETF httpapi draft); a repeat while the first is still processing gets 409 ``key_in_flight``.
-  A missing key is 400. With a token configured, a request without ``Authorization: Bearer
-  <token>`` is 401 and does nothing.
+  A missing key is 400, and so is a body that is not one JSON object (too deeply nested
+  included).
 * ``GET /v1/{collection}/{key}`` answers 200 with the effect's reference, or 404.
-* ``GET /_receiver/stats`` returns the counts; ``PUT /_receiver/faults`` sets fault switches.
+* ``GET /_receiver/stats`` returns the counts; ``PUT /_receiver/faults`` sets fault switches, and
+  only exists when the receiver was made with ``allow_faults=True`` (``--allow-faults``).
+
+With a token configured, every route (stats and faults included) answers 401 and does nothing to
+a request without ``Authorization: Bearer <token>``.
 
 Fault switches (:class:`ReceiverFaults`) make the hard cases reproducible over real sockets:
 commit then drop the connection, slow reply past a deadline, 5xx after commit, 409 on key reuse
@@ -115,11 +119,17 @@ def _effect(collection: str, key: str, reference: str, state: str) -> dict[str, 
 
 
 def create_app(
-    db_path: str | Path, *, token: str | None = None, faults: ReceiverFaults | None = None
+    db_path: str | Path,
+    *,
+    token: str | None = None,
+    faults: ReceiverFaults | None = None,
+    allow_faults: bool = False,
 ) -> Starlette:
     """The receiver app over its own SQLite file; ``app.state.store`` and ``.faults`` are live.
 
-    The caller closes ``app.state.store`` when the server has stopped (:func:`serve` does).
+    ``allow_faults`` adds ``PUT /_receiver/faults`` (fault switches over HTTP); without it the
+    switches change only in this process. The caller closes ``app.state.store`` when the server
+    has stopped (:func:`serve` does).
     """
     store = ReceiverStore(db_path)
     switches = faults or ReceiverFaults()
@@ -140,14 +150,17 @@ def create_app(
             return _error(429, "rate_limited", **{"Retry-After": str(switches.retry_after_s)})
         try:
             body = json.loads(await request.body())
-        except ValueError:
+        except (ValueError, RecursionError):
             return _error(400, "body_not_json")
         if not isinstance(body, dict):
             return _error(400, "body_not_object")
         key = request.headers.get("idempotency-key") or body.get("message_id")
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             return _error(400, "idempotency_key_missing")
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        try:
+            canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        except RecursionError:
+            return _error(400, "body_too_deep")
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         hold = switches.hold_s > 0
         found = store.submit(collection, key, digest, canonical, hold=hold)
@@ -184,26 +197,30 @@ def create_app(
         return JSONResponse(_effect(collection, key, row["provider_reference"], row["state"]))
 
     async def stats(request: Request) -> Response:
+        if not authorized(request):
+            return _error(401, "unauthorized", **{"WWW-Authenticate": "Bearer"})
         return JSONResponse(dataclasses.asdict(store.counts()))
 
     async def set_faults(request: Request) -> Response:
+        if not authorized(request):
+            return _error(401, "unauthorized", **{"WWW-Authenticate": "Bearer"})
         try:
             changes = json.loads(await request.body())
             if not isinstance(changes, dict):
                 raise TypeError("faults")
             switches.update(changes)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return _error(400, "bad_faults")
         return JSONResponse(dataclasses.asdict(switches))
 
-    app = Starlette(
-        routes=[
-            Route("/v1/{collection}", submit, methods=["POST"]),
-            Route("/v1/{collection}/{key:path}", lookup, methods=["GET"]),
-            Route("/_receiver/stats", stats, methods=["GET"]),
-            Route("/_receiver/faults", set_faults, methods=["PUT"]),
-        ],
-    )
+    routes = [
+        Route("/v1/{collection}", submit, methods=["POST"]),
+        Route("/v1/{collection}/{key:path}", lookup, methods=["GET"]),
+        Route("/_receiver/stats", stats, methods=["GET"]),
+    ]
+    if allow_faults:
+        routes.append(Route("/_receiver/faults", set_faults, methods=["PUT"]))
+    app = Starlette(routes=routes)
     app.state.store = store
     app.state.faults = switches
     return app

@@ -48,12 +48,13 @@ def serve(
     *,
     token: str | None = None,
     faults: ReceiverFaults | None = None,
+    allow_faults: bool = False,
     host: str = "127.0.0.1",
     port: int = 0,
     log_level: str = "critical",
 ) -> Iterator[RunningReceiver]:
     """Serve a receiver in a background thread for the ``with`` block, then stop it and wait."""
-    app = create_app(db_path, token=token, faults=faults)
+    app = create_app(db_path, token=token, faults=faults, allow_faults=allow_faults)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
@@ -90,9 +91,10 @@ def run_receiver(
     host: str = "127.0.0.1",
     token: str | None = None,
     faults: ReceiverFaults | None = None,
+    allow_faults: bool = False,
 ) -> None:
     """Serve a receiver in the foreground until interrupted (``effectledger receiver``)."""
-    app = create_app(db_path, token=token, faults=faults)
+    app = create_app(db_path, token=token, faults=faults, allow_faults=allow_faults)
     try:
         uvicorn.Server(_config(app, host, port, "info")).run()
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from effectledger import telemetry
 from effectledger._failpoints import crash_point
@@ -29,6 +29,7 @@ from effectledger.model.operations import (
     Observation,
     Operation,
     OperationState,
+    Outcome,
     PreparedAttempt,
     validate_identifier,
     validate_limit,
@@ -49,6 +50,8 @@ consumed approval or recorded policy tier), so the recheck never stands in for t
 """
 
 PERFORMED = "performed"
+_REFUSED = (OperationState.REJECTED, OperationState.RETRY_PENDING)
+_REJECTIONS = (Outcome.PERMANENT_REJECTION, Outcome.RETRYABLE_REJECTION)
 RELEASED = "released"
 REPLAYED = "replayed"
 
@@ -265,7 +268,11 @@ class Executor:
             span.set(outcome=telemetry.outcome_of(observation))
         telemetry.count("submissions", outcome=telemetry.outcome_of(observation))
         crash_point("after_reply")
-        return self._record(prepared, observation)
+        result = self._record(prepared, observation)
+        if result.state in _REFUSED and observation.outcome in _REJECTIONS:
+            # The caller is told why nothing was accepted, not only that it was not.
+            return replace(result, rejection=observation.reason or observation.outcome.value)
+        return result
 
     def _submit(self, prepared: PreparedAttempt) -> Observation:
         """The destination's answer to one submission; Unknown if it raised."""

@@ -34,10 +34,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from effectledger.app.keys import ApiKeys
 from effectledger.app.ledger import EffectLedger
+from effectledger.callers.http.bodies import strict_json_route
 from effectledger.callers.http.errors import (
     HTTP_ONLY_CODES,
     BodyLimit,
     add_error_handlers,
+    bearer_token,
     error_response,
 )
 from effectledger.callers.http.models import (
@@ -129,6 +131,10 @@ def create_app(
     )
     app.state.keys = keys
     add_error_handlers(app, keys)
+    # Bodies follow the tools' JSON rules; a refused body is judged after the caller's key.
+    app.router.route_class = strict_json_route(
+        lambda request: keys.authenticate(bearer_token(request))
+    )
 
     @app.get("/livez", tags=["health"], summary="Liveness: the process answers")
     def livez() -> dict[str, str]:
@@ -224,7 +230,10 @@ def create_app(
         tags=["operations"],
         summary="Admit and perform once; a repeat returns the recorded result",
     )
-    def perform(context: Caller, proposal_id: PathId, body: PerformRequest) -> JSONResponse:
+    def perform(
+        context: Caller, proposal_id: PathId, body: PerformRequest | None = None
+    ) -> JSONResponse:
+        body = body or PerformRequest()  # every field is optional, so an empty body is too
         result = ledger.perform(
             context, proposal_id, approval=body.approval_id, tenant_id=body.tenant_id
         )

@@ -3,7 +3,8 @@
 Every error is ``{"code", "message", "details"}``. Library errors keep the code and status of the
 error tree in :mod:`effectledger.errors`; FastAPI's validation errors become ``malformed_request``
 (400) or ``invalid_input`` (422); Starlette's routing errors and anything unexpected get the codes
-in :data:`HTTP_ONLY_CODES`.
+in :data:`HTTP_ONLY_CODES`. A store failure answers its stable code with a fixed message
+(:data:`STORAGE_MESSAGES`): the driver's text (SQL, server messages) goes to the log only.
 """
 
 from __future__ import annotations
@@ -25,9 +26,17 @@ from effectledger.errors import (
     MalformedRequest,
     NotAuthenticated,
     RequestTooLarge,
+    StorageError,
 )
 
-__all__ = ["HTTP_ONLY_CODES", "BodyLimit", "add_error_handlers", "error_response"]
+__all__ = [
+    "HTTP_ONLY_CODES",
+    "STORAGE_MESSAGES",
+    "BodyLimit",
+    "add_error_handlers",
+    "bearer_token",
+    "error_response",
+]
 
 log = logging.getLogger("effectledger.callers.http.app")
 HTTP_ONLY_CODES = {
@@ -38,6 +47,15 @@ HTTP_ONLY_CODES = {
     "internal_error": 500,
 }
 """Codes the HTTP layer answers with that have no class in the error tree."""
+
+STORAGE_MESSAGES = {
+    "storage": "the ledger store failed; the transaction rolled back",
+    "storage_busy": "the ledger store is busy; nothing was written, try again",
+    "constraint_violation": "the ledger store refused the write; nothing was written",
+    "commit_uncertain": "the ledger store did not confirm the commit; read the state before "
+    "trying again",
+}
+"""The fixed message a client gets for each store failure (the details stay in the log)."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -54,6 +72,10 @@ def error_response(status: int, code: str, message: str, **details: Any) -> JSON
 
 
 def _error_of(exc: EffectLedgerError) -> JSONResponse:
+    if isinstance(exc, StorageError):
+        log.warning("store failure answered as %s: %s %s", exc.code, exc.message, exc.details)
+        message = STORAGE_MESSAGES.get(exc.code, STORAGE_MESSAGES["storage"])
+        return error_response(exc.status, exc.code, message)
     return JSONResponse(status_code=exc.status, content=exc.to_dict())
 
 
@@ -128,7 +150,7 @@ def add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
         # told that first, and learns nothing about what the body would have needed.
         if request.url.path.startswith("/v1/"):
             try:
-                await run_in_threadpool(keys.authenticate, _bearer_token(request))
+                await run_in_threadpool(keys.authenticate, bearer_token(request))
             except NotAuthenticated as refused:
                 return _error_of(refused)
         problems = [
@@ -157,9 +179,13 @@ def add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
         if exc.status_code == 404:
             return error_response(404, "route_not_found", "no such route", path=request.url.path)
         if exc.status_code == 405:
-            return error_response(
+            refused = error_response(
                 405, "method_not_allowed", f"{request.method} is not allowed here"
             )
+            allow = (exc.headers or {}).get("Allow")
+            if allow is not None:
+                refused.headers["Allow"] = allow
+            return refused
         return error_response(exc.status_code, "http_error", str(exc.detail))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -172,6 +198,7 @@ def add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-def _bearer_token(request: Request) -> str | None:
+def bearer_token(request: Request) -> str | None:
+    """The request's bearer token, or ``None`` when it carries none."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None

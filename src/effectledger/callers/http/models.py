@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from effectledger.audit.explain import Sentence
-from effectledger.model.authority import Approval, CapacityUsage, Proposal
+from effectledger.model.authority import CORRELATION_PATTERN, Approval, CapacityUsage, Proposal
 from effectledger.model.operations import AuditEvent, Operation
 
 __all__ = [
@@ -40,17 +40,21 @@ Digest = Annotated[str, Field(pattern=r"^(v[0-9]+:)?[0-9a-f]{64}$")]  # a v1 or 
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+CorrelationText = Annotated[str, Field(pattern=CORRELATION_PATTERN)]
+"""A correlation string: the ledger's own rule, declared so a client sees it."""
+
+
 class CorrelationBody(BaseModel):
     """Where a proposal came from (for investigators; never part of the digest)."""
 
     model_config = _CLOSED
 
-    trace_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    tool_call_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    framework: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    framework_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    tool_schema_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    prompt_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    trace_id: CorrelationText | None = None
+    tool_call_id: CorrelationText | None = None
+    framework: CorrelationText | None = None
+    framework_version: CorrelationText | None = None
+    tool_schema_version: CorrelationText | None = None
+    prompt_version: CorrelationText | None = None
 
 
 class ProposeRequest(BaseModel):
@@ -144,7 +148,8 @@ class ApprovalBody(BaseModel):
 
 
 class EffectResultBody(BaseModel):
-    """What a perform did: ``performed``, ``replayed`` or ``released`` (denials are errors)."""
+    """What a perform did: ``performed``, ``refused`` (dispatched, nothing accepted:
+    ``rejection`` says why), ``replayed`` or ``released`` (denials are errors)."""
 
     outcome: str
     operation_id: str | None
@@ -152,6 +157,7 @@ class EffectResultBody(BaseModel):
     reason: str | None
     provider_reference: str | None
     uncertain: bool
+    rejection: str | None = None
     trace: list[list[str]]
 
 

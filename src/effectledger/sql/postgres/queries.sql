@@ -56,6 +56,14 @@ SELECT o.*, EXISTS (
 FROM operations AS o
 WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s;
 
+-- name: operation_holding_reference
+-- Another operation of the same destination that already holds this provider reference.
+SELECT operation_id FROM operations
+WHERE tenant_id = %(tenant_id)s AND destination_account = %(destination_account)s
+  AND destination_endpoint = %(destination_endpoint)s
+  AND provider_reference = %(provider_reference)s AND operation_id <> %(operation_id)s
+LIMIT 1;
+
 -- name: operation_lock
 -- The row a claim is about to change, locked: a concurrent claim waits here, then sees the
 -- winner's committed state instead of failing its version check.

@@ -221,6 +221,9 @@ CREATE TABLE capacity_limits (
 
 CREATE INDEX operations_capacity ON operations (tenant_id, pool, state, units);
 
+CREATE INDEX operations_by_reference
+    ON operations (tenant_id, destination_account, destination_endpoint, provider_reference);
+
 -- cursors). The hot path only gains one row per event in log_pending, written by a trigger with
 -- no per-tenant lock; the sealer assigns log positions in batches and signs a checkpoint per
 -- batch while holding the tenant's log_heads row (SELECT ... FOR UPDATE).

@@ -49,6 +49,14 @@ SELECT o.*, EXISTS (
 FROM operations AS o
 WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id;
 
+-- name: operation_holding_reference
+-- Another operation of the same destination that already holds this provider reference.
+SELECT operation_id FROM operations
+WHERE tenant_id = :tenant_id AND destination_account = :destination_account
+  AND destination_endpoint = :destination_endpoint
+  AND provider_reference = :provider_reference AND operation_id <> :operation_id
+LIMIT 1;
+
 -- name: operation_lock
 -- The row a claim is about to change. BEGIN IMMEDIATE already holds the database's write lock.
 SELECT * FROM operations WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
