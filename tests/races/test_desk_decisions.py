@@ -1,7 +1,8 @@
 """Reviewers racing on one proposal through ``decide``: a denial stays final, one effect at most.
 
-``decide`` reads the proposal's standing, then records the decision under the proposal's trail
-lock; racers that pass the read together are serialized by that lock. 16 threads and 4
+``decide`` reads the proposal's standing, then reads it again under the proposal's trail lock as
+it records the decision: racers are serialized by that lock and see each other's decisions, so
+a proposal that needs one approval records exactly one grant. 16 threads and 4
 processes decide at once on both backends, then the proposer performs: the durable facts (the
 decision rows, the operation rows, the receiver's own count) must agree with the decisions.
 """
@@ -63,7 +64,7 @@ def _check(
 def test_sixteen_threads_decide_one_proposal(
     app: EffectLedger, receiver: SimulatedReceiver, store_url: str, deny_every: int
 ) -> None:
-    """16 reviewers deciding at once leave at most one denial and at most one effect."""
+    """16 reviewers deciding at once leave one grant or one denial at most, and one effect."""
     refund = declare_refund(app, receiver)
     proposal = app.propose(AGENT, refund, **REFUND)
     barrier = threading.Barrier(16)
@@ -94,6 +95,10 @@ def test_sixteen_threads_decide_one_proposal(
     assert outcomes.count("granted") == count_rows(store_url, "approvals", "decision = 'granted'")
     assert outcomes.count("denied") == count_rows(store_url, "approvals", "decision = 'denied'")
     assert "granted" in outcomes or "denied" in outcomes
+    assert count_rows(store_url, "approvals", "decision = 'granted'") <= 1  # it needs one
+    if not deny_every:
+        assert outcomes.count("granted") == 1
+        assert outcomes.count("proposal_approved") == 15
     _check(app, receiver, store_url, proposal.proposal_id)
 
 
@@ -127,4 +132,6 @@ def test_four_processes_decide_one_proposal(
     assert all(worker.returncode == 0 for worker in workers), outcomes
     assert set(outcomes) <= {"granted", "denied", "proposal_approved", "proposal_denied"}
     assert outcomes.count("denied") == count_rows(store_url, "approvals", "decision = 'denied'")
+    assert outcomes.count("granted") == count_rows(store_url, "approvals", "decision = 'granted'")
+    assert outcomes.count("granted") <= 1  # the policy needs one approval: never a second
     _check(app, receiver, store_url, proposal.proposal_id)

@@ -24,6 +24,7 @@ from effectledger.ledger.stored import operation_from_row
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.operations import Context, Operation, validate_limit
 from effectledger.model.review import PendingPage, PendingProposal, ProposalReview, QueueOrder
+from effectledger.store import Transaction
 
 __all__ = ["Notify", "announce", "decide", "manual_reviews", "pending", "prove", "review"]
 
@@ -121,14 +122,29 @@ def decide(
     checks the digest (``digest_mismatch``), the policy and the expiry again as it records it.
     """
     require_writer(context)
-    standing = review(authority, context, proposal_id)
+    standing = review(authority, context, proposal_id)  # the version callback runs here, once
+    _refuse(standing, approve)
+    action = authority.registry.get(standing.proposal.action)
+
+    def still_waiting(tx: Transaction) -> None:
+        # Read again under the trail lock the decision holds: racing reviewers see each
+        # other's decisions, so a proposal never gets more grants than its policy needs.
+        now = authority.ledger.clock.now()
+        current = standing.current_resource_version
+        _refuse(review_of(tx, action, context, standing.proposal, now, current=current), approve)
+
+    if approve:
+        return authority.approve(context, proposal_id, digest=digest, check=still_waiting)
+    return authority.deny(
+        context, proposal_id, digest=digest, reason=reason or "", check=still_waiting
+    )
+
+
+def _refuse(standing: ProposalReview, approve: bool) -> None:
     refused = refusal_of(standing, granting=approve)
     if refused is not None:
         code, sentence = refused
         raise ApprovalRefused(sentence, reason=code, proposal_id=standing.proposal.proposal_id)
-    if approve:
-        return authority.approve(context, proposal_id, digest=digest)
-    return authority.deny(context, proposal_id, digest=digest, reason=reason or "")
 
 
 def prove(authority: Authority, context: Context, operation_id: str) -> bytes:

@@ -21,6 +21,7 @@ from effectledger.authority.capacity import (
     set_limit_in,
 )
 from effectledger.authority.decisions import (
+    Check,
     check_lifetime,
     check_reason,
     decide_in,
@@ -55,7 +56,7 @@ from effectledger.model.operations import (
 )
 from effectledger.store import Store
 
-__all__ = ["Authority"]
+__all__ = ["Authority", "Check"]
 
 
 class Authority:
@@ -66,7 +67,7 @@ class Authority:
         self.registry = registry
 
     @property
-    def _store(self) -> Store:
+    def _store(self) -> Store:  # the ledger's own store, read where it stands
         return self.ledger.store
 
     # -- proposals -----------------------------------------------------------------------
@@ -114,15 +115,8 @@ class Authority:
         while nobody has decided; else the first recorded denial of the proposal's digest (a
         denial is final), else its latest grant. Admission checks the choice again.
         """
-        row = self._store.one(
-            "proposal_decision",
-            {
-                "tenant_id": context.tenant_id,
-                "operation_id": proposal.operation_id,
-                "proposal_id": proposal.proposal_id,
-                "digest": proposal.digest,
-            },
-        )
+        keys = ("tenant_id", "operation_id", "proposal_id", "digest")
+        row = self._store.one("proposal_decision", {key: getattr(proposal, key) for key in keys})
         if row is None or row["admitted"]:
             return None
         chosen: str | None = row["denied"] or row["granted"]
@@ -141,6 +135,7 @@ class Authority:
         *,
         digest: str,
         expires_in: timedelta = timedelta(hours=1),
+        check: Check | None = None,
     ) -> Approval:
         """Record ``approver``'s approval of exactly the proposal with ``digest``.
 
@@ -148,20 +143,30 @@ class Authority:
         approval is refused (``digest_mismatch``). The approver comes from the trusted context;
         policy decides whether they may approve (``self_approval``, ``not_an_approver``). A
         proposal that was denied is closed (``proposal_denied``). ``expires_in`` is a positive
-        duration of at most a year.
+        duration of at most a year. ``check`` runs under the proposal's trail lock before the
+        decision is written, and may refuse it (:func:`.decisions.decide_in`).
         """
         check_lifetime(expires_in)
-        return self._decide(approver, proposal_id, digest, expires_in, granted=True, reason=None)
+        return self._decide(
+            approver, proposal_id, digest, expires_in, granted=True, reason=None, check=check
+        )
 
-    def deny(self, approver: Context, proposal_id: str, *, digest: str, reason: str) -> Approval:
-        """Record ``approver``'s denial: it closes the proposal for good (a decision is final).
-
-        After a denial no approval, earlier or later, can admit the proposal. A proposal already
-        admitted can no longer be denied (``already_admitted``): its effect may be under way.
+    def deny(
+        self,
+        approver: Context,
+        proposal_id: str,
+        *,
+        digest: str,
+        reason: str,
+        check: Check | None = None,
+    ) -> Approval:
+        """Record ``approver``'s denial: it closes the proposal for good (a decision is final);
+        no approval, earlier or later, can admit it. A proposal already admitted can no longer
+        be denied (``already_admitted``): its effect may be under way. ``check`` as for approve.
         """
         check_reason(reason)
         return self._decide(
-            approver, proposal_id, digest, timedelta(0), granted=False, reason=reason
+            approver, proposal_id, digest, timedelta(0), granted=False, reason=reason, check=check
         )
 
     def _decide(
@@ -173,6 +178,7 @@ class Authority:
         *,
         granted: bool,
         reason: str | None,
+        check: Check | None,
     ) -> Approval:
         if not isinstance(shown_digest, str):
             raise InvalidInput("digest must be the proposal digest the approver was shown")
@@ -188,7 +194,7 @@ class Authority:
             now=self.ledger.clock.now(),
         )
         body = functools.partial(
-            decide_in, ledger=self.ledger, operation_id=proposal.operation_id, row=row
+            decide_in, ledger=self.ledger, operation_id=proposal.operation_id, row=row, check=check
         )
         write(self._store, body, "approve" if granted else "deny")
         return approval_from_row(row)

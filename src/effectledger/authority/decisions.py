@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,11 +17,15 @@ from effectledger.store import Transaction
 __all__ = [
     "MAX_APPROVAL_LIFETIME",
     "MAX_REASON_LENGTH",
+    "Check",
     "check_lifetime",
     "check_reason",
     "decide_in",
     "decision_row",
 ]
+
+Check = Callable[[Transaction], None]
+"""A test run under the trail lock before a decision is written; it raises to refuse."""
 
 MAX_APPROVAL_LIFETIME = timedelta(days=366)
 MAX_REASON_LENGTH = 500
@@ -92,15 +96,25 @@ def decision_row(
     }
 
 
-def decide_in(tx: Transaction, ledger: Ledger, operation_id: str, row: Mapping[str, Any]) -> None:
+def decide_in(
+    tx: Transaction,
+    ledger: Ledger,
+    operation_id: str,
+    row: Mapping[str, Any],
+    check: Check | None = None,
+) -> None:
     """Store the decision ``row`` on the trail of ``operation_id``, with its event first.
 
     A proposal already denied takes no further decision (``proposal_denied``); a proposal
     already admitted can no longer be denied (``already_admitted``): its effect may be under way.
+    ``check``, when given, runs first under the trail's lock and may refuse the decision (a
+    reviewer's "only while it still waits"): racing deciders see each other's decisions.
     """
     tenant_id, proposal_id = row["tenant_id"], row["proposal_id"]
     granted = row["decision"] == "granted"
     lock_trail(tx, tenant_id, operation_id)
+    if check is not None:
+        check(tx)
     if tx.one("proposal_denial", {"tenant_id": tenant_id, "proposal_id": proposal_id}):
         raise ApprovalRefused(
             "this proposal was denied: a denial is final",

@@ -17,16 +17,30 @@ from effectledger.model import Context
 from effectledger.model.authority import Proposal
 from effectledger.model.operations import to_micros
 from effectledger.model.review import ProposalReview, ReviewState
-from effectledger.store import Store
+from effectledger.store import Store, Transaction
 
 __all__ = ["refusal_of", "review_of"]
 
 
+_ASK = object()
+
+
 def review_of(
-    store: Store, action: Action, reviewer: Context, proposal: Proposal, now: datetime
+    source: Store | Transaction,
+    action: Action,
+    reviewer: Context,
+    proposal: Proposal,
+    now: datetime,
+    *,
+    current: str | object | None = _ASK,
 ) -> ProposalReview:
-    """Where ``proposal`` stands for ``reviewer`` at ``now`` (one read, plus the version read)."""
-    row = store.one(
+    """Where ``proposal`` stands for ``reviewer`` at ``now`` (one read, plus the version read).
+
+    ``source`` is the store, or a decision's own transaction (then the standing is read under
+    the trail lock the decision holds). ``current``, when given, is the target's version read
+    before, so no application callback runs inside a transaction.
+    """
+    row = source.one(
         "proposal_review",
         {
             "tenant_id": proposal.tenant_id,
@@ -50,10 +64,11 @@ def review_of(
         state = ReviewState.APPROVED
     else:
         state = ReviewState.WAITING
-    try:
-        current: str | None = action.resource_version(reviewer, proposal.target)
-    except Exception:  # an application callback: its failure must not hide the page
-        current = None
+    if current is _ASK:
+        try:
+            current = action.resource_version(reviewer, proposal.target)
+        except Exception:  # an application callback: its failure must not hide the page
+            current = None
     return ProposalReview(
         proposal=proposal,
         state=state,
@@ -62,7 +77,7 @@ def review_of(
         reviewer_approved=bool(row["reviewer_approved"]),
         denied_by=row["denied_by"],
         denial_reason=row["denial_reason"],
-        current_resource_version=current,
+        current_resource_version=current if isinstance(current, str) else None,
         refusal=action.policy.may_approve(reviewer, proposal),
         read_at=now,
     )
