@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.examples import run_example
 
 
 def _run(script: str, folder: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / script)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONWARNINGS": "error"},
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_example(script, folder, timeout=60)
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ FLOORS: dict[str, int] = {
     "telemetry": 1,
     "model": 2,
     "extras": 2,
+    "keyfiles": 2,
     "store": 3,
     "events": 3,
     "destinations": 3,

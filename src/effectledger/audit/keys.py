@@ -18,7 +18,6 @@ trusts either key follows the rotation to the other (:func:`key_epochs`).
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from effectledger.audit.note import open_note
 from effectledger.audit.signers import Signer, Verifier, generate_signer
 from effectledger.audit.tlog import Checkpoint
 from effectledger.errors import LogKeyInvalid, NoteError
+from effectledger.keyfiles import read_private_file
 from effectledger.model.operations import validate_identifier
 
 __all__ = [
@@ -92,17 +92,7 @@ def load_signer(
     """
     if key_file is not None:
         path = Path(key_file)
-        try:
-            mode = path.stat().st_mode
-            text = path.read_text("utf-8")
-        except OSError as exc:
-            raise LogKeyInvalid(f"cannot read the log key file {path}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise LogKeyInvalid(f"the log key file {path} is not UTF-8 text") from exc
-        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise LogKeyInvalid(
-                f"the log key file {path} is accessible to group or others; chmod 600 it"
-            )
+        text = read_private_file(path, "log key", LogKeyInvalid)
         source = f"key file {path}"
     else:
         text = (os.environ if environ is None else environ).get(KEY_ENV, "")

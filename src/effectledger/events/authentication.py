@@ -35,13 +35,13 @@ import hashlib
 import hmac
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from effectledger.errors import TrailKeyInvalid
+from effectledger.keyfiles import read_private_file
 
 __all__ = [
     "TAG_VERSION",
@@ -197,17 +197,7 @@ def load_trail_keys(
     """
     if key_file is not None:
         path = Path(key_file)
-        try:
-            mode = path.stat().st_mode
-            text = path.read_text("utf-8")
-        except OSError as exc:
-            raise TrailKeyInvalid(f"cannot read the trail key file {path}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise TrailKeyInvalid(f"the trail key file {path} is not UTF-8 text") from exc
-        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise TrailKeyInvalid(
-                f"the trail key file {path} is accessible to group or others; chmod 600 it"
-            )
+        text = read_private_file(path, "trail key", TrailKeyInvalid)
         return _keys_from_text(text, f"key file {path}", accept_untagged)
     if source is not None:
         return _keys_from_text(source(), "the key source", accept_untagged)
