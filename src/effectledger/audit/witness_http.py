@@ -94,6 +94,11 @@ def submit_checkpoint(
 ) -> str:
     """The witness's verified cosignature line of ``note``, or :class:`AuditVerificationFailed`.
 
+    A refusal (any answer but 200, after following one 409 to the size the witness names) is
+    reason ``witness_refused`` with ``details["status"]``; a 200 whose line does not verify
+    with ``witness_key`` is ``cosignature_invalid``. A witness that cannot be reached raises
+    :class:`OSError` (or :class:`http.client.HTTPException`), as ``urllib`` does.
+
     ``old_size`` and ``proof`` are the size the witness is believed to hold and the proof from
     it; ``proof_from(size)`` gives the proof from another size when the witness names one.
     """
@@ -107,7 +112,8 @@ def submit_checkpoint(
                 raise AuditVerificationFailed(
                     f"the witness at {url} answered without a valid cosignature by "
                     f"{witness_key.name}",
-                    reason="checkpoint_signature_invalid",
+                    reason="cosignature_invalid",
+                    witness=url,
                 )
             return next(line + "\n" for line in text.splitlines() if line.strip())
         if status == 409 and content_type == SIZE_CONTENT_TYPE and text.strip().isdigit():
@@ -116,8 +122,13 @@ def submit_checkpoint(
             continue
         raise AuditVerificationFailed(
             f"the witness at {url} refused the checkpoint ({status}): {text.strip()}",
-            reason="checkpoint_inconsistent",
+            reason="witness_refused",
+            witness=url,
+            status=status,
         )
     raise AuditVerificationFailed(
-        f"the witness at {url} holds another size of this log", reason="checkpoint_inconsistent"
+        f"the witness at {url} refused the checkpoint: it holds another size of this log",
+        reason="witness_refused",
+        witness=url,
+        status=409,
     )
