@@ -25,6 +25,7 @@ from effectledger.audit.witness import Witness
 from effectledger.audit.witness_http import serve_witness
 from effectledger.audit.witnessing import WitnessEndpoint
 from effectledger.errors import AuditVerificationFailed, InvalidInput
+from effectledger.workers import Worker, WorkerSettings
 from tests.conftest import count_rows, raw_sql, run_sql
 from tests.contract.test_sealer_memory import head, restore, unguard_log
 from tests.races.forgery import admitted
@@ -255,6 +256,24 @@ def test_a_log_rolled_back_and_forked_at_the_same_size_is_refused_and_rejected(
     forged = bundle(service, tmp_path / "forged.jsonl")
     assert codes(forged, []) == []
     assert codes(forged, [witnesses[1].key]) == ["cosignature_missing"]
+
+
+def test_the_workers_sealing_pass_has_each_checkpoint_cosigned(
+    service: EffectLedger,
+    witnesses: list[Served],
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker with ``seal_witnesses`` seals, and both witnesses cosign what it signs."""
+    monkeypatch.setenv("EFFECTLEDGER_LOG_KEY", SIGNER.key_string())
+    admitted(service)
+    entries = tuple(f"{w.endpoint.url}={w.key}" for w in witnesses)
+    worker = Worker(service, WorkerSettings(seal_witnesses=entries))
+    assert worker.seal_pass() == 3
+    assert count_rows(store_url, "checkpoint_cosignatures", "seq = 1") == 2
+    assert [w.held() for w in witnesses] == [3, 3]
+    with pytest.raises(InvalidInput):
+        WorkerSettings(seal_witnesses=[entries[0]])  # type: ignore[arg-type]
 
 
 def test_witness_settings_refuse_bad_input_before_anything_is_signed(
