@@ -4,8 +4,9 @@ The server is the standard library's threading HTTP server around a
 :class:`~effectledger.audit.witness.Witness`; it listens where it is told (``127.0.0.1`` by
 default) and reads at most :data:`~effectledger.audit.witness.MAX_REQUEST_BYTES` of a body.
 :func:`submit_checkpoint` asks one witness to cosign a checkpoint: it sends the old size it
-believes the witness holds with the matching consistency proof, and on ``409`` asks once more
-from the size the witness names, with a proof computed by ``proof_from``.
+believes the witness holds with the matching consistency proof, and on ``409`` asks again
+from the size the witness names, with a proof computed by ``proof_from`` (up to three times,
+as other submitters may move the witness on meanwhile).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from effectledger.errors import AuditVerificationFailed
 __all__ = ["WitnessRefusal", "serve_witness", "submit_checkpoint"]
 
 PATH = "/add-checkpoint"
+_ATTEMPTS = 4  # the first request, then a 409 followed to the named size (racing submitters)
 
 
 def _handler(witness: Witness) -> type[BaseHTTPRequestHandler]:
@@ -103,7 +105,7 @@ def submit_checkpoint(
     it; ``proof_from(size)`` gives the proof from another size when the witness names one.
     """
     size, body = old_size, proof
-    for _ in range(2):
+    for _ in range(_ATTEMPTS):
         lines = "".join(base64.b64encode(node).decode() + "\n" for node in body)
         status, content_type, text = _post(url, f"old {size}\n{lines}\n{note}".encode(), timeout)
         if status == 200:

@@ -93,10 +93,23 @@ def _tree(tx: Transaction, tenant_id: str, size: int) -> MerkleTree:
     return MerkleTree([bytes.fromhex(row["leaf_hash"]) for row in rows])
 
 
+class _Stale(Exception):
+    """The witness holds a later checkpoint of this very log than the one being submitted."""
+
+
+def _superseded(store: Store, tenant_id: str, latest: Row) -> bool:
+    """Whether the log now has a later checkpoint than ``latest`` (another sealer signed it)."""
+    now = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
+    return now is not None and int(now["seq"]) > int(latest["seq"])
+
+
 def _proof(store: Store, url: str, tenant_id: str, old: int, latest: Row) -> list[bytes]:
     """The consistency proof from ``old`` leaves to the latest checkpoint, from stored leaves."""
     new = int(latest["size"])
     if old > new:
+        now = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
+        if now is not None and int(now["size"]) >= old:
+            raise _Stale  # another sealer signed and submitted a larger checkpoint meanwhile
         raise AuditVerificationFailed(
             f"the witness at {url} refused the checkpoint: it cosigned {old} leaves of "
             f"{tenant_id}'s log, which now signs only {new}: the log was emptied or rolled back",
@@ -160,6 +173,12 @@ def cosign_latest(
         except (OSError, http.client.HTTPException):
             unreachable.append(witness.url)
             continue
+        except _Stale:
+            continue
+        except AuditVerificationFailed as exc:
+            if exc.details.get("status") == 409 and _superseded(store, tenant_id, latest):
+                continue  # racing sealers moved the witness on to a later checkpoint of ours
+            raise
         row: dict[str, object] = {
             "tenant_id": tenant_id,
             "seq": int(latest["seq"]),
