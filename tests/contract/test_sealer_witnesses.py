@@ -10,8 +10,10 @@ without it.
 
 from __future__ import annotations
 
+import base64
+import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -30,7 +32,7 @@ from tests.conftest import count_rows, raw_sql, run_sql
 from tests.contract.test_sealer_memory import head, restore, unguard_log
 from tests.races.forgery import admitted
 from tests.races.world import build, close
-from tests.support.evidence import SIGNER, VERIFIER_KEY
+from tests.support.evidence import NEW_SIGNER, SIGNER, VERIFIER_KEY
 from tests.unit.test_witness import spec_verifies
 
 W1 = Cosigner("witness.example/w1", bytes(range(64, 96)))
@@ -256,6 +258,58 @@ def test_a_log_rolled_back_and_forked_at_the_same_size_is_refused_and_rejected(
     forged = bundle(service, tmp_path / "forged.jsonl")
     assert codes(forged, []) == []
     assert codes(forged, [witnesses[1].key]) == ["cosignature_missing"]
+
+
+class _Forger(BaseHTTPRequestHandler):
+    """A hostile witness: answers every submission 200 with a line its key did not sign."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        raw = W1.verifier().key_id.to_bytes(4, "big") + bytes(8 + 64)
+        body = f"\u2014 {W1.name} {base64.b64encode(raw).decode()}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_witness_answering_with_a_forged_line_is_refused_and_nothing_is_stored(
+    service: EffectLedger, store_url: str
+) -> None:
+    """A 200 whose line the witness key did not sign is ``cosignature_invalid``; no row."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Forger)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        admitted(service)
+        forged = LogSealer(
+            service.ledger.store, SIGNER, witnesses=[f"{url}={W1.verifier().key_string()}"]
+        )
+        with pytest.raises(AuditVerificationFailed) as refused:
+            forged.seal("acme")
+        assert refused.value.details["reason"] == "cosignature_invalid"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert count_rows(store_url, "log_checkpoints") == 1
+    assert count_rows(store_url, "checkpoint_cosignatures") == 0
+
+
+def test_a_rotation_checkpoint_is_submitted_and_cosigned(
+    service: EffectLedger, witnesses: list[Served], store_url: str
+) -> None:
+    """The co-signed rotation checkpoint goes to the witnesses like any other."""
+    admitted(service)
+    sealer(service, witnesses).seal("acme")
+    rotated = sealer(service, witnesses).rotate_key("acme", NEW_SIGNER)
+    assert rotated is not None
+    assert count_rows(store_url, "checkpoint_cosignatures", f"seq = {rotated.seq}") == 2
+    assert [w.held() for w in witnesses] == [3, 3]
+    assert all(w.witness is not None and w.witness.latest(ORIGIN) for w in witnesses)
+    assert [w.witness.latest(ORIGIN)[1] for w in witnesses if w.witness] == [rotated.note] * 2
 
 
 def test_the_workers_sealing_pass_has_each_checkpoint_cosigned(

@@ -106,3 +106,20 @@ def test_witness_arguments_are_checked_before_anything_is_read(tmp_path: Path) -
     assert main([*verify, "--witness-key", K1, "--witnesses", "2"]) == 1
     assert main([*verify, "--witness-key", K1]) == 0
     assert main([*verify, "--witness-key", K2]) == 1
+
+
+def test_explain_from_a_bundle_verifies_its_cosignatures_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``explain --bundle --witness-key`` refuses a bundle its witness did not cosign."""
+    _, note = cosigned(tmp_path, W1)
+    path = tmp_path / "bundle.jsonl"
+    path.write_bytes(bundle(note))
+    explain = ["audit", "explain", "--bundle", str(path), "--key", VERIFIER_KEY, "op-1"]
+    assert main([*explain, "--witness-key", K2]) == 1
+    assert "cosignature_missing" in capsys.readouterr().err
+    assert main([*explain, "--witness-key", K1]) == 1  # verified; the bundle has no such event
+    assert "not_found" in capsys.readouterr().err
+    assert main(["audit", "explain", "--db", "sqlite:///x.db", "--tenant", "acme",
+                 "--witness-key", K1, "op-1"]) == 1  # fmt: skip
+    assert "invalid_input" in capsys.readouterr().err
