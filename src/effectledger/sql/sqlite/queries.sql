@@ -647,7 +647,8 @@ WHERE c.tenant_id = :tenant_id AND c.seq = :seq
 ORDER BY c.witness_key;
 
 -- name: checkpoint_cosigned_latest
-SELECT l.seq, l.size, l.root_hash FROM checkpoint_cosignatures c
+SELECT l.seq, l.size, l.root_hash
+FROM checkpoint_cosignatures c INDEXED BY checkpoint_cosignatures_by_witness
 JOIN log_checkpoints l
   ON l.tenant_id = c.tenant_id AND l.seq = c.seq AND l.size = c.size AND l.root_hash = c.root_hash
 WHERE c.tenant_id = :tenant_id AND c.witness_key = :witness_key

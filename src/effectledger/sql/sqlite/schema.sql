@@ -377,6 +377,10 @@ CREATE TABLE checkpoint_cosignatures (
     PRIMARY KEY (tenant_id, seq, witness_key)
 ) WITHOUT ROWID;
 
+-- The sealer finds the latest checkpoint each witness cosigned.
+CREATE INDEX checkpoint_cosignatures_by_witness
+    ON checkpoint_cosignatures (tenant_id, witness_key, seq);
+
 CREATE TRIGGER checkpoint_cosignatures_no_update BEFORE UPDATE ON checkpoint_cosignatures
 BEGIN
     SELECT RAISE(ABORT, 'checkpoint_cosignatures is append-only');

@@ -16,6 +16,10 @@ CREATE TABLE checkpoint_cosignatures (
     PRIMARY KEY (tenant_id, seq, witness_key)
 );
 
+-- The sealer finds the latest checkpoint each witness cosigned.
+CREATE INDEX checkpoint_cosignatures_by_witness
+    ON checkpoint_cosignatures (tenant_id, witness_key, seq);
+
 CREATE TRIGGER checkpoint_cosignatures_append_only
     BEFORE UPDATE OR DELETE ON checkpoint_cosignatures
     FOR EACH ROW EXECUTE FUNCTION effectledger_evidence_append_only();
