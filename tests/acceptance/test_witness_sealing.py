@@ -6,7 +6,9 @@ work is sealed and cosigned by both; one witness is stopped (the log goes on) an
 its file (the next seal has the checkpoint cosigned); the export verifies with both witness keys.
 Then the log is rolled back and a sealer that lies signs a fork with the genuine key: the
 genuine sealer reports the witnesses' refusal, and a reviewer who kept nothing rejects the
-bundle with a witness key while it verifies without one.
+bundle with a witness key while it verifies without one. Last, the log tables are emptied and
+part of the events re-queued: the genuine sealer (no memory) re-seals them as checkpoint 1, is
+refused, stops signing, and the re-sealed bundle is rejected the same way.
 """
 
 from __future__ import annotations
@@ -125,3 +127,48 @@ def test_witness_processes_cosign_a_cli_sealer_survive_a_restart_and_expose_a_li
     finally:
         for process in running:
             process.stop()
+
+
+def test_a_log_emptied_and_re_sealed_by_the_cli_is_refused_and_its_bundle_rejected(
+    service: EffectLedger, store_url: str, tmp_path: Path
+) -> None:
+    """The genuine sealer re-seals an emptied log as checkpoint 1, reports the refusal, stops."""
+    key_file = tmp_path / "log.key"
+    write_signer_key(key_file, SIGNER.key_string())
+    key = WITNESS.verifier().key_string()
+    witness = start(tmp_path, WITNESS)
+    try:
+        seal = ["audit", "seal", "--db", store_url, "--key-file", str(key_file)]
+        flag = f"--witness={witness.url}={key}"
+        admitted(service)
+        _, second = admitted(service)
+        assert run_cli(*seal, flag, cwd=tmp_path).returncode == 0
+        unguard_log(store_url)
+        for table in ("log_entries", "log_checkpoints", "log_heads"):
+            raw_sql(store_url, f"DELETE FROM {table}")
+        raw_sql(  # only the second operation's events are re-queued
+            store_url,
+            "INSERT INTO log_pending (tenant_id, event_id, recorded_us) SELECT tenant_id, "
+            f"event_id, recorded_us FROM audit_events WHERE operation_id = '{second}' "
+            "ORDER BY sequence",
+        )
+        refused = run_cli(*seal, flag, cwd=tmp_path)
+        assert refused.returncode == 1
+        assert "refused" in refused.stderr
+        assert count_rows(store_url, "log_checkpoints") == 1
+        admitted(service)
+        assert run_cli(*seal, flag, cwd=tmp_path).returncode == 1  # no further signature
+        assert count_rows(store_url, "log_checkpoints") == 1
+        bundle = tmp_path / "resealed.jsonl"
+        exported = run_cli(
+            "audit", "export", "--db", store_url, "--tenant", "acme", "--out", str(bundle),
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert exported.returncode == 0, exported.stderr
+        verify = ["audit", "verify", "--bundle", str(bundle), "--key", VERIFIER_KEY]
+        assert run_cli(*verify, cwd=tmp_path).returncode == 0
+        rejected = run_cli(*verify, f"--witness-key={key}", cwd=tmp_path)
+        assert rejected.returncode == 1
+        assert "cosignature_missing" in rejected.stderr
+    finally:
+        witness.stop()
