@@ -126,8 +126,9 @@ def _proof(store: Store, url: str, tenant_id: str, old: int, latest: Row) -> lis
     return tree.consistency_proof(old, new)
 
 
-def _insert(tx: Transaction, row: dict[str, object]) -> int:
-    return tx.run("checkpoint_cosignature_insert", row)
+def _insert(tx: Transaction, rows: list[dict[str, object]]) -> int:
+    """Store the verified cosignature lines of one checkpoint in one transaction."""
+    return sum(tx.run("checkpoint_cosignature_insert", row) for row in rows)
 
 
 def cosign_latest(
@@ -150,7 +151,8 @@ def cosign_latest(
     latest = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
     if latest is None:
         return 0, ()
-    stored, unreachable = 0, []
+    rows: list[dict[str, object]] = []
+    unreachable: list[str] = []
     for witness in witnesses:
         if witness.url in skip:
             unreachable.append(witness.url)
@@ -179,16 +181,18 @@ def cosign_latest(
             if exc.details.get("status") == 409 and _superseded(store, tenant_id, latest):
                 continue  # racing sealers moved the witness on to a later checkpoint of ours
             raise
-        row: dict[str, object] = {
-            "tenant_id": tenant_id,
-            "seq": int(latest["seq"]),
-            "witness_key": key,
-            "size": int(latest["size"]),
-            "root_hash": latest["root_hash"],
-            "cosignature": line,
-            "now_us": now_us,
-        }
-        stored += store.write(partial(_insert, row=row), label="cosignature")
+        rows.append(
+            {
+                "tenant_id": tenant_id,
+                "seq": int(latest["seq"]),
+                "witness_key": key,
+                "size": int(latest["size"]),
+                "root_hash": latest["root_hash"],
+                "cosignature": line,
+                "now_us": now_us,
+            }
+        )
+    stored = store.write(partial(_insert, rows=rows), label="cosignature") if rows else 0
     return stored, tuple(unreachable)
 
 
