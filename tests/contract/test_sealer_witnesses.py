@@ -21,6 +21,7 @@ import pytest
 from effectledger import EffectLedger
 from effectledger.audit.cosign import Cosigner
 from effectledger.audit.export import export_log, prove_events
+from effectledger.audit.reading import latest_checkpoint
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.verify import verify_bundle
 from effectledger.audit.witness import Witness
@@ -154,6 +155,10 @@ def test_genuine_work_is_cosigned_exported_and_verified_with_the_witness_keys(
     prove_events(service.ledger.store, "acme", [str(event_id)], receipt)
     assert codes(receipt, [w.key for w in witnesses]) == []
     assert codes(receipt, []) == []
+    kept = latest_checkpoint(service.ledger.store, "acme")  # what `audit checkpoint` prints
+    assert kept is not None
+    assert kept.note.startswith(str(stored))
+    assert all(W.verifier().cosigned(kept.note) is not None for W in (W1, W2))
 
 
 def test_a_witness_that_is_down_never_stalls_the_log_and_is_asked_again(

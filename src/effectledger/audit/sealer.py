@@ -218,7 +218,7 @@ class LogSealer:
         )
 
     def _witness(self, tenant_id: str, skip: tuple[str, ...] = ()) -> tuple[int, tuple[str, ...]]:
-        """Submit the latest checkpoint to each witness that has not cosigned it yet."""
+        """Submit the latest checkpoint to each witness (again, if it cosigned it already)."""
         now_us = to_micros(self.clock.now())
         return cosign_latest(self.store, tenant_id, self.witnesses, now_us, skip=skip)
 
