@@ -69,6 +69,9 @@ def test_a_variable_wins_over_the_file_and_the_file_over_the_default(toml: Path)
         ({}, "recover_after_s = 3\n", "config"),
         ({}, "[ledger\n", "config"),
         ({}, "[worker]\nbatch = true\n", "batch"),
+        ({"EFFECTLEDGER_WORKER_SEAL_WITNESSES": "http://127.0.0.1:1"}, None, "seal_witnesses"),
+        ({}, "[worker]\nseal_witnesses = 'ftp://w=key'\n", "seal_witnesses"),
+        ({}, "[worker]\nseal_witnesses = [1]\n", "seal_witnesses"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_setting_and_its_source(
@@ -82,6 +85,20 @@ def test_a_bad_value_is_refused_naming_the_setting_and_its_source(
     with pytest.raises(InvalidInput) as raised:
         load_config(environ=environ)
     assert raised.value.details["field"] == field
+
+
+def test_seal_witnesses_come_from_a_toml_list_or_a_spaced_variable(tmp_path: Path) -> None:
+    """Witnesses are a TOML list of URL=KEY strings, or the variable's space-separated text."""
+    from effectledger.audit.cosign import Cosigner
+
+    keys = [Cosigner(f"w.example/{n}", bytes(32 * [n])).verifier().key_string() for n in (1, 2)]
+    entries = [f"http://127.0.0.1:{9000 + n}={key}" for n, key in enumerate(keys)]
+    path = tmp_path / "c.toml"
+    path.write_text(f"[worker]\nseal_witnesses = {json.dumps(entries)}\n", "utf-8")
+    assert load_config(path, environ={})["seal_witnesses"] == tuple(entries)
+    spaced = {"EFFECTLEDGER_WORKER_SEAL_WITNESSES": " ".join(reversed(entries))}
+    assert load_config(path, environ=spaced)["seal_witnesses"] == tuple(reversed(entries))
+    assert load_config(environ={})["seal_witnesses"] == ()
 
 
 def test_a_missing_file_is_refused(tmp_path: Path) -> None:

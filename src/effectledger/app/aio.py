@@ -282,9 +282,9 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.seal`, awaitable."""
         return await self._call(self.sync.seal, context)
 
-    async def seal_pending(self) -> list[SealReport]:
+    async def seal_pending(self, *, witnesses: Iterable[str] = ()) -> list[SealReport]:
         """:meth:`EffectLedger.seal_pending`, awaitable."""
-        return await self._call(self.sync.seal_pending)
+        return await self._call(functools.partial(self.sync.seal_pending, witnesses=witnesses))
 
     async def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

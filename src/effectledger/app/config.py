@@ -64,6 +64,23 @@ def _count(low: int, high: int) -> Callable[[object], int]:
     return parse
 
 
+def _witnesses(value: object) -> tuple[str, ...]:
+    """``URL=KEY`` witness entries: a TOML list of strings, or text separated by spaces."""
+    from effectledger.audit.witnessing import parse_witnesses
+
+    if isinstance(value, str):
+        entries = value.split()
+    elif isinstance(value, list) and all(isinstance(entry, str) for entry in value):
+        entries = list(value)
+    else:
+        raise ValueError("URL=KEY witness entries (a list, or text separated by spaces)")
+    try:
+        parse_witnesses(entries)
+    except InvalidInput as exc:
+        raise ValueError(f"URL=KEY witness entries ({exc.message})") from None
+    return tuple(entries)
+
+
 def _text(value: object) -> str:
     if not isinstance(value, str) or not value or not value.isprintable():
         raise ValueError("printable text")
@@ -110,6 +127,8 @@ SETTINGS: tuple[Setting, ...] = (
             _count(0, 256), "recovery threads per worker (0: none)"),
     Setting("worker", "seal_interval_s", "EFFECTLEDGER_WORKER_SEAL_INTERVAL_S", 30.0,
             _seconds_or_off, "seconds between sealing passes (0: no sealing)"),
+    Setting("worker", "seal_witnesses", "EFFECTLEDGER_WORKER_SEAL_WITNESSES", (), _witnesses,
+            "witnesses that cosign each checkpoint, URL=KEY each, separated by spaces"),
     Setting("worker", "batch", "EFFECTLEDGER_WORKER_BATCH", 100, _count(1, 10_000),
             "operations one pass takes at most"),
 )  # fmt: skip

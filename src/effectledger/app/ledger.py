@@ -354,9 +354,9 @@ class EffectLedger:
         """Seal the tenant's pending audit events into its signed Merkle log."""
         return passes.seal(self.store, self._signer, self.ledger.clock, context.tenant_id)
 
-    def seal_pending(self) -> list[SealReport]:
-        """Seal every tenant's pending audit events (the trusted worker's step), one report each."""
-        return passes.seal_pending(self.store, self._signer, self.ledger.clock)
+    def seal_pending(self, *, witnesses: Iterable[str] = ()) -> list[SealReport]:
+        """Seal every tenant's pending events (the worker's step; ``URL=KEY`` witnesses cosign)."""
+        return passes.seal_pending(self.store, self._signer, self.ledger.clock, witnesses)
 
     def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

@@ -8,6 +8,7 @@ tenant. Each reports what it did to OpenTelemetry (:mod:`effectledger.telemetry`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,13 +55,16 @@ def seal(store: Store, signer: Signer | None, clock: Clock, tenant_id: str) -> S
     return report
 
 
-def seal_pending(store: Store, signer: Signer | None, clock: Clock) -> list[SealReport]:
-    """Seal every tenant's pending events, one report each."""
+def seal_pending(
+    store: Store, signer: Signer | None, clock: Clock, witnesses: Iterable[str] = ()
+) -> list[SealReport]:
+    """Seal every tenant's pending events, one report each; ``URL=KEY`` witnesses cosign."""
     from effectledger.audit.keys import load_signer
     from effectledger.audit.sealer import LogSealer
 
     with telemetry.span("seal") as span:
-        reports = LogSealer(store, signer or load_signer(), clock=clock).seal_all()
+        sealer = LogSealer(store, signer or load_signer(), clock=clock, witnesses=tuple(witnesses))
+        reports = sealer.seal_all()
         sealed = sum(report.sealed for report in reports)
         span.set(sealed=sealed, tenants=len(reports))
     telemetry.count("sealed_events", sealed)

@@ -27,6 +27,7 @@ from typing import BinaryIO
 from effectledger._failpoints import crash_point
 from effectledger.audit.bundle import checkpoint_line, consistency_line, header_line
 from effectledger.audit.receipt import ProofReport, prove_events, stored_event_line
+from effectledger.audit.witnessing import cosigned_note
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import (
     ConstraintViolation,
@@ -122,6 +123,7 @@ def _unacknowledged(handle: BinaryIO, offset: int, path: Path) -> tuple[set[str]
 
 
 def _checkpoint_lines(row: Row) -> bytes:
+    """A checkpoint's consistency line and its line (``note`` with its cosignatures)."""
     lines = b""
     if int(row["previous_size"]) > 0:
         proof = [bytes.fromhex(node) for node in json.loads(row["consistency_proof"])]
@@ -280,7 +282,7 @@ class _Exporter:
             "log_checkpoints_after",
             {"tenant_id": self.tenant_id, "seq": self.checkpoint_seq, "limit": self.batch_size},
         )
-        return entries, checkpoints
+        return entries, [{**row, "note": cosigned_note(tx, row)} for row in checkpoints]
 
     def _lines(self, rows: list[Row], queue: list[Row]) -> list[bytes]:
         """The lines of one batch; each checkpoint follows the events it covers."""

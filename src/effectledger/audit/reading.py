@@ -4,7 +4,10 @@ tenant's latest signed checkpoint. Nothing here writes.
 
 from __future__ import annotations
 
+from functools import partial
+
 from effectledger.audit.log_head import StoredCheckpoint, stored_checkpoint
+from effectledger.audit.witnessing import cosigned_note
 from effectledger.events.record import event_from_row
 from effectledger.model.operations import AuditEvent, validate_identifier
 from effectledger.store import Store
@@ -23,8 +26,13 @@ def operation_events(store: Store, tenant_id: str, operation_id: str) -> list[Au
 
 
 def latest_checkpoint(store: Store, tenant_id: str) -> StoredCheckpoint | None:
-    """The tenant's latest signed checkpoint, or ``None`` before its log's first seal."""
+    """The tenant's latest signed checkpoint, or ``None`` before its log's first seal.
+
+    Its ``note`` carries the witness cosignatures stored for it (extra signature lines).
+    """
     row = store.one(
         "log_checkpoint_latest", {"tenant_id": validate_identifier(tenant_id, "tenant_id")}
     )
-    return None if row is None else stored_checkpoint(row)
+    if row is None:
+        return None
+    return stored_checkpoint({**row, "note": store.read(partial(cosigned_note, row=row))})

@@ -25,6 +25,7 @@ from effectledger.audit.bundle import (
 from effectledger.audit.keys import parse_rotation
 from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.tlog import Checkpoint
+from effectledger.audit.witnessing import cosigned_note
 from effectledger.errors import (
     AuditVerificationFailed,
     ExportFailed,
@@ -158,7 +159,8 @@ def prove_events(
         if previous is not None and previous != int(checkpoint["size"]):
             proof = tree.consistency_proof(previous, int(checkpoint["size"]))
             lines.append(consistency_line(previous, int(checkpoint["size"]), proof))
-        lines.append(checkpoint_line(int(checkpoint["seq"]), checkpoint["note"]))
+        note = store.read(partial(cosigned_note, row=checkpoint))
+        lines.append(checkpoint_line(int(checkpoint["seq"]), note))
         previous = int(checkpoint["size"])
     for row in rows:
         lines.append(stored_event_line(row))

@@ -23,6 +23,7 @@ often :meth:`LogSealer.seal` runs (``effectledger audit seal --loop --max-delay 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -43,6 +44,7 @@ from effectledger.audit.proofs import verify_consistency
 from effectledger.audit.rotation import rotate
 from effectledger.audit.signers import Signer
 from effectledger.audit.tlog import Checkpoint, sign_checkpoint
+from effectledger.audit.witnessing import WitnessEndpoint, cosign_latest, parse_witnesses
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, LogKeyInvalid, ProofError
 from effectledger.events.chain import GENESIS_HASH, sealed_edit
@@ -68,7 +70,9 @@ class SealReport:
 
     ``sealed``: events given a position; ``size``/``checkpoint_seq``: the log after it;
     ``max_delay``: the longest an event sealed now had waited since it was recorded;
-    ``pending``/``oldest_pending_age``: what is still waiting (``None`` when nothing is).
+    ``pending``/``oldest_pending_age``: what is still waiting (``None`` when nothing is);
+    ``cosigned``: witness cosignatures stored; ``witnesses_unreachable``: the URLs of witnesses
+    that did not answer (their submission is retried on the next pass).
     """
 
     tenant_id: str
@@ -79,6 +83,8 @@ class SealReport:
     max_delay: timedelta | None
     pending: int
     oldest_pending_age: timedelta | None
+    cosigned: int = 0
+    witnesses_unreachable: tuple[str, ...] = ()
 
 
 class LogSealer:
@@ -94,6 +100,11 @@ class LogSealer:
     (:mod:`effectledger.audit.memory`); with it, a log that is not a consistent extension of
     that tree (emptied, rolled back, forked) stops the sealer before any signature. Without it
     the sealer trusts the database's own latest checkpoint.
+
+    ``witnesses``: witnesses (:class:`~effectledger.audit.witnessing.WitnessEndpoint`, or
+    ``URL=KEY`` strings) that cosign each latest checkpoint, at the start of every pass and
+    after every checkpoint stored (:mod:`effectledger.audit.witnessing`); an unreachable one is
+    retried on the next pass, a refusal stops the pass (``witness_refused``).
     """
 
     def __init__(
@@ -106,6 +117,7 @@ class LogSealer:
         memory: SealerMemory | None = None,
         min_batch: int = 1,
         max_wait: timedelta | None = None,
+        witnesses: Sequence[WitnessEndpoint | str] = (),
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
@@ -114,6 +126,7 @@ class LogSealer:
         if max_wait is not None and max_wait < timedelta(0):
             raise InvalidInput("max_wait must not be negative")
         self.memory = memory
+        self.witnesses = parse_witnesses(witnesses)
         self.min_batch = min_batch
         self.max_wait = max_wait
         self.store = store
@@ -159,6 +172,7 @@ class LogSealer:
         max_delay: timedelta | None = None
         head: Row | None = None
         held = 0.0
+        cosigned, unreachable = self._witness(tenant_id)  # a refusal stops before any signature
         while max_batches is None or checkpoints < max_batches:
             if checkpoints and self.store.dialect == "sqlite":
                 # One SQLite file has one writer at a time, and a writer waiting for it polls
@@ -181,6 +195,8 @@ class LogSealer:
                 self.memory.commit(origin_for(tenant_id), int(head["size"]), head["root_hash"])
             if result[1] == 0:
                 break
+            more, unreachable = self._witness(tenant_id, skip=unreachable)
+            cosigned += more
             sealed += result[1]
             checkpoints += 1
             if result[2] is not None and (max_delay is None or result[2] > max_delay):
@@ -197,7 +213,14 @@ class LogSealer:
             max_delay=max_delay,
             pending=waiting,
             oldest_pending_age=age,
+            cosigned=cosigned,
+            witnesses_unreachable=unreachable,
         )
+
+    def _witness(self, tenant_id: str, skip: tuple[str, ...] = ()) -> tuple[int, tuple[str, ...]]:
+        """Submit the latest checkpoint to each witness (again, if it cosigned it already)."""
+        now_us = to_micros(self.clock.now())
+        return cosign_latest(self.store, tenant_id, self.witnesses, now_us, skip=skip)
 
     def _due(self, waiting: int, age: timedelta | None) -> bool:
         """Whether ``waiting`` events, the oldest ``age`` old, make a checkpoint now.
@@ -359,7 +382,7 @@ class LogSealer:
         if new_signer.verifier() == self.signer.verifier():
             raise LogKeyInvalid("the new log key is the current one")
         now_us = to_micros(self.clock.now())
-        return self.store.write(
+        stored = self.store.write(
             partial(
                 rotate,
                 tenant_id=tenant_id,
@@ -369,3 +392,6 @@ class LogSealer:
             ),
             label="rotate_key",
         )
+        if stored is not None:
+            self._witness(tenant_id)
+        return stored

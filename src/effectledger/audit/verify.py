@@ -37,6 +37,12 @@ from effectledger.audit.bundle_scan import (
     scan_bundle,
 )
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
+from effectledger.audit.cosign import CosignatureVerifier
+from effectledger.audit.cosignatures import (
+    cosignature_findings,
+    parse_witness_keys,
+    required_cosignatures,
+)
 from effectledger.audit.diagnose import Finding, diagnose
 from effectledger.audit.frontier import Frontier
 from effectledger.audit.keys import origin_for, parse_verifiers
@@ -100,19 +106,26 @@ def verify_bundle(
     *,
     trusted_checkpoints: Sequence[str] = (),
     origin: str | None = None,
+    witness_keys: Sequence[CosignatureVerifier | str] = (),
+    witnesses: int | None = None,
 ) -> VerificationReport:
     """Verify a bundle offline against the trusted verifier ``keys``.
 
     ``source`` is a file path or the bundle's bytes. ``trusted_checkpoints`` are signed
     checkpoints the reviewer kept from earlier; the bundle must extend each of them. ``origin``
     pins the log the reviewer asked for (``origin_for(tenant)``): a genuine bundle of another
-    log is ``checkpoint_origin_mismatch``, since one key may sign many tenants' logs. Returns a
-    report; call :meth:`VerificationReport.raise_for_findings` to turn findings into an error.
+    log is ``checkpoint_origin_mismatch``, since one key may sign many tenants' logs.
+    ``witness_keys`` / ``witnesses``: the latest accepted checkpoint must carry valid
+    cosignatures by ``witnesses`` distinct given witness keys (default: all of them), else
+    ``cosignature_missing`` (:mod:`effectledger.audit.cosignatures`). Returns a report; call
+    :meth:`VerificationReport.raise_for_findings` to turn findings into an error.
     """
     pinned = origin
     verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
     if not verifiers:
         raise InvalidInput("name at least one trusted verifier key")
+    witness_verifiers = parse_witness_keys(witness_keys)
+    required = required_cosignatures(witness_verifiers, witnesses)
     try:
         scan = scan_bundle(source)
     except OSError as exc:
@@ -182,6 +195,11 @@ def verify_bundle(
     accepted = checks.accepted
     if not accepted and not any(f.code != "bundle_malformed" for f in findings):
         findings.append(Finding(code="checkpoint_missing", message="no signed checkpoint"))
+    if accepted and required:
+        latest = accepted[-1]
+        findings += cosignature_findings(
+            scan.notes[latest.index][1], f"checkpoint #{latest.seq}", witness_verifiers, required
+        )
     last = accepted[-1].checkpoint if accepted else None
     return VerificationReport(
         tenant_id=tenant,

@@ -4,8 +4,9 @@ The server is the standard library's threading HTTP server around a
 :class:`~effectledger.audit.witness.Witness`; it listens where it is told (``127.0.0.1`` by
 default) and reads at most :data:`~effectledger.audit.witness.MAX_REQUEST_BYTES` of a body.
 :func:`submit_checkpoint` asks one witness to cosign a checkpoint: it sends the old size it
-believes the witness holds with the matching consistency proof, and on ``409`` asks once more
-from the size the witness names, with a proof computed by ``proof_from``.
+believes the witness holds with the matching consistency proof, and on ``409`` asks again
+from the size the witness names, with a proof computed by ``proof_from`` (up to three times,
+as other submitters may move the witness on meanwhile).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from effectledger.errors import AuditVerificationFailed
 __all__ = ["WitnessRefusal", "serve_witness", "submit_checkpoint"]
 
 PATH = "/add-checkpoint"
+_ATTEMPTS = 4  # the first request, then a 409 followed to the named size (racing submitters)
 
 
 def _handler(witness: Witness) -> type[BaseHTTPRequestHandler]:
@@ -94,11 +96,16 @@ def submit_checkpoint(
 ) -> str:
     """The witness's verified cosignature line of ``note``, or :class:`AuditVerificationFailed`.
 
+    A refusal (any answer but 200, after following one 409 to the size the witness names) is
+    reason ``witness_refused`` with ``details["status"]``; a 200 whose line does not verify
+    with ``witness_key`` is ``cosignature_invalid``. A witness that cannot be reached raises
+    :class:`OSError` (or :class:`http.client.HTTPException`), as ``urllib`` does.
+
     ``old_size`` and ``proof`` are the size the witness is believed to hold and the proof from
     it; ``proof_from(size)`` gives the proof from another size when the witness names one.
     """
     size, body = old_size, proof
-    for _ in range(2):
+    for _ in range(_ATTEMPTS):
         lines = "".join(base64.b64encode(node).decode() + "\n" for node in body)
         status, content_type, text = _post(url, f"old {size}\n{lines}\n{note}".encode(), timeout)
         if status == 200:
@@ -107,7 +114,8 @@ def submit_checkpoint(
                 raise AuditVerificationFailed(
                     f"the witness at {url} answered without a valid cosignature by "
                     f"{witness_key.name}",
-                    reason="checkpoint_signature_invalid",
+                    reason="cosignature_invalid",
+                    witness=url,
                 )
             return next(line + "\n" for line in text.splitlines() if line.strip())
         if status == 409 and content_type == SIZE_CONTENT_TYPE and text.strip().isdigit():
@@ -116,8 +124,13 @@ def submit_checkpoint(
             continue
         raise AuditVerificationFailed(
             f"the witness at {url} refused the checkpoint ({status}): {text.strip()}",
-            reason="checkpoint_inconsistent",
+            reason="witness_refused",
+            witness=url,
+            status=status,
         )
     raise AuditVerificationFailed(
-        f"the witness at {url} holds another size of this log", reason="checkpoint_inconsistent"
+        f"the witness at {url} refused the checkpoint: it holds another size of this log",
+        reason="witness_refused",
+        witness=url,
+        status=409,
     )

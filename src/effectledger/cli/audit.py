@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from effectledger.audit.bundle_reader import read_events
 from effectledger.audit.explain import explain, explain_stored
@@ -95,6 +96,7 @@ def register(commands: Commands) -> None:
         metavar="FILE",
         help="a signed checkpoint kept from earlier that the bundle must extend (repeatable)",
     )
+    _witness_options(verify)
     pin = verify.add_mutually_exclusive_group()
     pin.add_argument("--tenant", help="require the bundle to be this tenant's log")
     pin.add_argument("--origin", help="require the bundle to be the log of this origin")
@@ -117,9 +119,33 @@ def register(commands: Commands) -> None:
         metavar="VERIFIER_KEY",
         help="with --bundle: a trusted verifier key string (repeatable)",
     )
+    _witness_options(explain_)
     explain_.add_argument("operation_id", help="the operation")
     add_json(explain_)
     explain_.set_defaults(handler=_explain)
+
+
+def _witness_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--witness-key",
+        action="append",
+        default=[],
+        metavar="WITNESS_KEY",
+        help="a witness verifier key whose cosignature the latest checkpoint must carry "
+        "(repeatable)",
+    )
+    parser.add_argument(
+        "--witnesses",
+        type=int,
+        metavar="N",
+        help="how many of the given witnesses must have cosigned (default: all of them)",
+    )
+
+
+def _witness_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    if args.witnesses is not None and not args.witness_key:
+        raise InvalidInput("--witnesses needs --witness-key")
+    return {"witness_keys": args.witness_key, "witnesses": args.witnesses}
 
 
 def events_rows(out: Output, events: list[AuditEvent]) -> list[tuple[str, ...]]:
@@ -230,7 +256,11 @@ def _verify(args: argparse.Namespace, out: Output) -> int:
     _bundle_file(args.bundle)
     origin = origin_for(args.tenant) if args.tenant is not None else args.origin
     report = verify_bundle(
-        args.bundle, parse_verifiers(args.key), trusted_checkpoints=kept, origin=origin
+        args.bundle,
+        parse_verifiers(args.key),
+        trusted_checkpoints=kept,
+        origin=origin,
+        **_witness_arguments(args),
     )
     _print_report(out, report)
     report.raise_for_findings()
@@ -243,7 +273,7 @@ def _explain(args: argparse.Namespace, out: Output) -> int:
         if not args.key:
             raise InvalidInput("explaining from a bundle needs --key to verify it first")
         _bundle_file(args.bundle)
-        report = verify_bundle(args.bundle, parse_verifiers(args.key))
+        report = verify_bundle(args.bundle, parse_verifiers(args.key), **_witness_arguments(args))
         if not (out.json_mode and report.ok):
             _print_report(out, report)
         report.raise_for_findings()
@@ -253,6 +283,8 @@ def _explain(args: argparse.Namespace, out: Output) -> int:
     else:
         if not args.tenant:
             raise InvalidInput("explain needs --tenant with --db (or --bundle)")
+        if args.witness_key or args.witnesses is not None:
+            raise InvalidInput("--witness-key and --witnesses check a bundle (--bundle)")
         store = open_existing(args.db)
         try:
             # Verifies the whole chain up to the row's latest hash before any text is made.

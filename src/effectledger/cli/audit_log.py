@@ -17,6 +17,7 @@ from effectledger.audit.keys import KEY_ENV, load_signer, new_key_pair, write_si
 from effectledger.audit.memory import SealerMemory
 from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
+from effectledger.audit.witnessing import parse_witnesses
 from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
 from effectledger.cli.output import Output
 
@@ -63,6 +64,15 @@ def register(actions: Commands) -> None:
         type=Path,
         help="file where the sealer keeps the last tree it signed per log, outside the "
         "database (kept beside the key): an emptied, rolled-back or forked log is then refused",
+    )
+    seal.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="URL=KEY",
+        help="a witness that cosigns each checkpoint: its URL, '=', its verifier key "
+        "(repeatable); one that is down is asked again on the next pass, a refusal stops "
+        "the sealer",
     )
     seal.add_argument(
         "--batch-size",
@@ -146,13 +156,18 @@ def _seconds(delta: timedelta | None) -> str:
 
 
 def seal_line(report: SealReport) -> str:
-    """One tenant's seal report as a line of text."""
-    return (
+    """One tenant's seal report as a line of text (and the witnesses that did not answer)."""
+    line = (
         f"{report.tenant_id}: sealed {report.sealed} event(s) in {report.checkpoints} "
         f"checkpoint(s), longest wait from recording to sealing {_seconds(report.max_delay)}; "
         f"log size {report.size}, checkpoint #{report.checkpoint_seq}; pending "
         f"{report.pending}, oldest waiting {_seconds(report.oldest_pending_age)}"
     )
+    if report.cosigned:
+        line += f"; {report.cosigned} witness cosignature(s) stored"
+    for url in report.witnesses_unreachable:
+        line += f"\n{report.tenant_id}: witness {url} did not answer; asked again next pass"
+    return line
 
 
 def _keygen(args: argparse.Namespace, out: Output) -> int:
@@ -183,6 +198,7 @@ def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> L
         min(LOOP_MIN_BATCH, batch_size) if looping else 1
     )
     max_wait = timedelta(seconds=args.max_delay / 2) if looping else None
+    witnesses = parse_witnesses(getattr(args, "witness", []))  # bad input before the store
     return LogSealer(
         open_existing(args.db),
         signer,
@@ -190,6 +206,7 @@ def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> L
         memory=memory,
         min_batch=min_batch,
         max_wait=max_wait,
+        witnesses=witnesses,
     )
 
 

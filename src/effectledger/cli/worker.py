@@ -117,6 +117,7 @@ def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
         recovery_interval=chosen("recovery_interval_s"),
         recovery_threads=chosen("recovery_threads"),
         seal_interval=seal or None,
+        seal_witnesses=config["seal_witnesses"],
         batch=chosen("batch"),
     )
     return Worker(ledger, settings)

@@ -42,7 +42,8 @@ them.
     │                 checkpoint_inconsistent, checkpoint_deleted, checkpoint_reordered,
     │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
     │                 event_inserted, operation_deleted, log_root_mismatch, log_emptied,
-    │                 log_rolled_back, log_forked
+    │                 log_rolled_back, log_forked, witness_refused, cosignature_missing,
+    │                 cosignature_invalid
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)

@@ -77,6 +77,9 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "log_emptied",
         "log_rolled_back",
         "log_forked",
+        "witness_refused",
+        "cosignature_missing",
+        "cosignature_invalid",
     )
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,8 +57,8 @@ class Passes(Protocol):
         """Look up up to ``limit`` due uncertain attempts, escalating what cannot settle."""
         ...
 
-    def seal_pending(self) -> list[SealReport]:
-        """Seal every tenant's pending events."""
+    def seal_pending(self, *, witnesses: Iterable[str] = ()) -> list[SealReport]:
+        """Seal every tenant's pending events, cosigned by the ``URL=KEY`` witnesses."""
         ...
 
 
@@ -172,7 +172,7 @@ class Worker:
     def seal_pass(self) -> int:
         """One sealing pass over every tenant; the number of events sealed."""
         try:
-            reports = self.ledger.seal_pending()
+            reports = self.ledger.seal_pending(witnesses=self.settings.seal_witnesses)
         except LogKeyInvalid as exc:
             raise _SealingOff(exc.message) from exc
         sealed = sum(report.sealed for report in reports)

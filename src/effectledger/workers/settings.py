@@ -17,6 +17,7 @@ class WorkerSettings:
     ``dispatch_interval`` / ``recovery_interval`` / ``seal_interval``: how long a loop waits
     after a pass that did not fill its batch (``seal_interval=None`` turns sealing off).
     ``dispatch_threads`` / ``recovery_threads``: threads per loop (sealing runs in one).
+    ``seal_witnesses``: ``URL=KEY`` of each witness that cosigns the checkpoints (none).
     ``batch``: operations a pass takes at most. ``backoff_initial`` / ``backoff_max``: the first
     and the longest wait while the store does not answer (doubling in between).
     """
@@ -26,6 +27,7 @@ class WorkerSettings:
     recovery_interval: float = 5.0
     recovery_threads: int = 1
     seal_interval: float | None = 30.0
+    seal_witnesses: tuple[str, ...] = ()
     batch: int = 100
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
@@ -35,6 +37,12 @@ class WorkerSettings:
             _positive(name, getattr(self, name))
         if self.seal_interval is not None:
             _positive("seal_interval", self.seal_interval)
+        if not isinstance(self.seal_witnesses, tuple) or not all(
+            isinstance(witness, str) and "=" in witness for witness in self.seal_witnesses
+        ):
+            raise InvalidInput(
+                "seal_witnesses must be a tuple of URL=KEY strings", field="seal_witnesses"
+            )
         for name in ("dispatch_threads", "recovery_threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 256:

@@ -660,3 +660,26 @@ SELECT * FROM api_keys ORDER BY created_us, key_id LIMIT %(limit)s;
 -- name: api_keys_list_tenant
 SELECT * FROM api_keys WHERE tenant_id = %(tenant_id)s ORDER BY created_us, key_id
 LIMIT %(limit)s;
+
+-- name: checkpoint_cosignature_insert
+INSERT INTO checkpoint_cosignatures (
+    tenant_id, seq, witness_key, size, root_hash, cosignature, cosigned_us
+) VALUES (
+    %(tenant_id)s, %(seq)s, %(witness_key)s, %(size)s, %(root_hash)s, %(cosignature)s, %(now_us)s
+)
+ON CONFLICT (tenant_id, seq, witness_key) DO NOTHING;
+
+-- name: checkpoint_cosignatures_of
+SELECT c.witness_key, c.cosignature FROM checkpoint_cosignatures c
+JOIN log_checkpoints l
+  ON l.tenant_id = c.tenant_id AND l.seq = c.seq AND l.size = c.size AND l.root_hash = c.root_hash
+WHERE c.tenant_id = %(tenant_id)s AND c.seq = %(seq)s
+ORDER BY c.witness_key;
+
+-- name: checkpoint_cosigned_latest
+SELECT l.seq, l.size, l.root_hash FROM checkpoint_cosignatures c
+JOIN log_checkpoints l
+  ON l.tenant_id = c.tenant_id AND l.seq = c.seq AND l.size = c.size AND l.root_hash = c.root_hash
+WHERE c.tenant_id = %(tenant_id)s AND c.witness_key = %(witness_key)s
+ORDER BY c.seq DESC
+LIMIT 1;
