@@ -94,6 +94,8 @@ class _Transaction:
         An error of any of them is raised here, and the transaction is then aborted.
         """
         queued, self._queued = self._queued, []
+        if not queued and query is None:
+            return  # nothing waits: no round trip
         connection = self._cursor.connection
         side = connection.cursor()
         with connection.pipeline():
