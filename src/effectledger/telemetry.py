@@ -2,7 +2,8 @@
 
 Telemetry is not the ledger: the audit trail is the record, and these signals only tell the
 tools operators already run what is happening. The library depends on ``opentelemetry-api``
-alone, imported on first use; without it every call here does nothing. No exporter is set up
+alone, imported on first use; without it, or until the application sets a tracer provider,
+no span is started (it would record nothing). No exporter is set up
 here: spans and metrics go where the application's own OpenTelemetry SDK sends them, and
 nowhere without one.
 
@@ -70,6 +71,17 @@ def _tracer() -> Any:
     return _api().trace.get_tracer(SCOPE)
 
 
+def _silent(api: Any) -> bool:
+    """Whether no tracer provider is set (yet): every span would record nothing, so none is made.
+
+    Checked on every call, so spans start as soon as the application sets its provider.
+    """
+    trace = api.trace
+    return isinstance(
+        trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    )
+
+
 def _key(name: str) -> str:
     return name if "." in name else f"{SCOPE}.{name}"
 
@@ -81,7 +93,7 @@ def span(step: str, **attributes: Attribute | None) -> Iterator[Span]:
     An exception leaving the block is recorded on the span and sets its status to error.
     """
     api = _api()
-    if api is None:
+    if api is None or _silent(api):
         yield Span(None)
         return
     tracer = _tracer()

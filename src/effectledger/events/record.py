@@ -34,6 +34,7 @@ from typing import Any, Final
 from effectledger.errors import InvalidInput
 from effectledger.model.canonical import (
     CURRENT_VERSION,
+    MAX_SAFE_INTEGER,
     canonical_bytes,
     decode_canonical,
     encode,
@@ -224,7 +225,22 @@ def hash_event(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _scalar(value: Any) -> str:
-    return "null" if value is None else encode(value)
+    """:func:`encode`'s text of a scalar field, without its general walk for the common values.
+
+    A string of printable ASCII without ``"`` or ``\\`` needs no escape; an integer within
+    version 2's bound is its decimal digits. Anything else is left to :func:`encode`.
+    """
+    kind = type(value)
+    if kind is str:
+        text: str = value
+        if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+            return '"' + text + '"'
+    elif kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return str(value)
+    elif value is None:
+        return "null"
+    return encode(value)
 
 
 _SPLICE: Final = [

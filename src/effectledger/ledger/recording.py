@@ -74,23 +74,6 @@ def _details(observation: Observation, problem: str | None, reported: object) ->
     return details
 
 
-def _holder_of_reference(tx: Transaction, row: Any, reference: str | None) -> str | None:
-    """Another operation of the same destination that already holds ``reference``, if any."""
-    if reference is None:
-        return None
-    held = tx.one(
-        "operation_holding_reference",
-        {
-            "tenant_id": row["tenant_id"],
-            "destination_account": row["destination_account"],
-            "destination_endpoint": row["destination_endpoint"],
-            "provider_reference": reference,
-            "operation_id": row["operation_id"],
-        },
-    )
-    return None if held is None else str(held["operation_id"])
-
-
 def record_in(
     tx: Transaction,
     ledger: LedgerParts,
@@ -111,7 +94,9 @@ def record_in(
     written.clear()
     operation = key(attempt.tenant_id, attempt.operation_id)
     attempt_key = {**operation, "attempt_id": attempt.attempt_id}
-    row = tx.one("operation_with_attempt", attempt_key)
+    # One read: the row, its attempt, and who else holds the reference an acceptance reports.
+    reference = observation.provider_reference if observation.outcome is Outcome.ACCEPTED else None
+    row = tx.one("operation_with_attempt", {**attempt_key, "provider_reference": reference})
     if row is None or not row["attempt_present"]:
         raise NotFound("no such operation attempt", **attempt_key)
     if observation.observation_id is not None and tx.one(
@@ -122,7 +107,7 @@ def record_in(
         store_evidence(tx, attempt.tenant_id, observation.evidence, now_us=now_us(ledger.clock))
     owns_state = row["active_attempt_id"] == attempt.attempt_id and row["state"] in _OWNING_STATES
     if owns_state and observation.outcome is Outcome.ACCEPTED:
-        holder = _holder_of_reference(tx, row, observation.provider_reference)
+        holder = row["reference_holder"]
         if holder is not None:
             # Two operations settled by one effect: flagged and left uncertain for a person,
             # never silently shared.

@@ -76,7 +76,8 @@ def lock_scope(tx: Transaction, tenant_id: str, scope: str) -> None:
     transaction takes them in that order, so two transactions never wait for each other in a
     cycle. SQLite's ``BEGIN IMMEDIATE`` already serializes every writer.
     """
-    tx.run("advisory_lock", {"tenant_id": tenant_id, "scope": scope})
+    # Nobody reads the lock's answer: it goes to the server with the statement after it.
+    tx.queue("advisory_lock", {"tenant_id": tenant_id, "scope": scope})
 
 
 def lock_trail(tx: Transaction, tenant_id: str, operation_id: str) -> None:

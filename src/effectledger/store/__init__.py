@@ -44,6 +44,14 @@ class Transaction(Protocol):
         """Execute statement ``name``; return the number of rows it changed."""
         ...
 
+    def queue(self, name: str, params: Mapping[str, Any]) -> None:
+        """Execute statement ``name``, whose answer nobody reads, before the next statement.
+
+        A store may send it together with that next statement (PostgreSQL does, in one round
+        trip); its error, if any, is then raised by that statement or by the commit.
+        """
+        ...
+
 
 class Store(Protocol):
     """A ledger database. Implementations: SQLite (embedded default) and PostgreSQL."""

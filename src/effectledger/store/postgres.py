@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
@@ -56,27 +55,70 @@ _STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
 }
 _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless told otherwise
 _OWN = load_statements("postgres", "store.sql")  # the store's own statements
-_BEGIN_BUDGETED_WRITE = sql.SQL(_OWN["begin_budgeted_write"])
+
+
+_Queued = tuple[str, Mapping[str, Any] | None]
 
 
 class _Transaction:
-    __slots__ = ("_cursor", "_queries")
+    """The statements of one transaction on one cursor.
 
-    def __init__(self, cursor: psycopg.Cursor[DictRow], queries: Mapping[str, str]) -> None:
+    Statements whose answer nobody reads (``BEGIN``, a budget's timeouts, :meth:`queue`'s
+    locks) wait and go to the server together with the next statement that is answered, in
+    one round trip (psycopg's pipeline mode). The server still runs them one by one, in order,
+    each under a snapshot of its own (READ COMMITTED): a read sent after a lock in the same
+    round trip runs once the lock is granted and sees what was committed before that.
+    """
+
+    __slots__ = ("_cursor", "_queries", "_queued")
+
+    def __init__(
+        self,
+        cursor: psycopg.Cursor[DictRow],
+        queries: Mapping[str, str],
+        opening: list[_Queued],
+    ) -> None:
         self._cursor = cursor
         self._queries = queries
+        self._queued = opening
+
+    def _execute(self, query: str, params: Mapping[str, Any]) -> psycopg.Cursor[DictRow]:
+        if not self._queued:
+            return self._cursor.execute(query, params)
+        self.flush(query, params)
+        return self._cursor
+
+    def flush(self, query: str | None = None, params: Mapping[str, Any] | None = None) -> None:
+        """Send what waits (and ``query``, whose answer the cursor then holds) in one round trip.
+
+        An error of any of them is raised here, and the transaction is then aborted.
+        """
+        queued, self._queued = self._queued, []
+        if not queued and query is None:
+            return  # nothing waits: no round trip
+        connection = self._cursor.connection
+        side = connection.cursor()
+        with connection.pipeline():
+            for statement, values in queued:
+                side.execute(statement, values)
+            if query is not None:
+                self._cursor.execute(query, params)
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         refuse_unstorable_text(params)
-        return self._cursor.execute(self._queries[name], params).fetchone()
+        return self._execute(self._queries[name], params).fetchone()
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
         refuse_unstorable_text(params)
-        return list(self._cursor.execute(self._queries[name], params).fetchall())
+        return list(self._execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
         refuse_unstorable_text(params)
-        return self._cursor.execute(self._queries[name], params).rowcount
+        return self._execute(self._queries[name], params).rowcount
+
+    def queue(self, name: str, params: Mapping[str, Any]) -> None:
+        refuse_unstorable_text(params)
+        self._queued.append((self._queries[name], params))
 
 
 class PostgresStore:
@@ -213,7 +255,7 @@ class PostgresStore:
     def _attempt(
         self,
         body: Callable[[_Transaction], T],
-        begin: str | sql.Composed,
+        begin: list[_Queued],
         deadline: float | None = None,
     ) -> T:
         """Run ``body`` once in its own transaction on a pooled connection and commit it.
@@ -228,8 +270,10 @@ class PostgresStore:
         with connecting as connection:
             cursor = connection.cursor()
             try:
-                cursor.execute(begin)
-                result = body(_Transaction(cursor, self._queries))
+                # BEGIN waits to go with the body's first statement (see _Transaction).
+                transaction = _Transaction(cursor, self._queries, begin)
+                result = body(transaction)
+                transaction.flush()  # anything still waiting goes before COMMIT, not with it
             except psycopg.Error as exc:
                 if connection.broken:
                     raise Lost(exc, at_commit=False) from exc
@@ -246,13 +290,12 @@ class PostgresStore:
                 raise  # the server answered COMMIT with an error: it rolled back
             return result
 
-    def _begin_write_until(self, deadline: float) -> sql.Composed:
-        """A write's BEGIN whose lock and statement timeouts end at ``deadline``."""
+    def _begin_write_until(self, deadline: float) -> list[_Queued]:
+        """A write's BEGIN and its lock and statement timeouts, which end at ``deadline``."""
         left_ms = max(1, int(_left_s(deadline) * 1000))
         lock_ms = left_ms if self.lock_timeout_ms == 0 else min(left_ms, self.lock_timeout_ms)
-        return _BEGIN_BUDGETED_WRITE.format(
-            lock=sql.Literal(f"{lock_ms}ms"), statement=sql.Literal(f"{left_ms}ms")
-        )
+        timeouts = {"lock": f"{lock_ms}ms", "statement": f"{left_ms}ms"}
+        return [(_OWN["begin_write"], None), (_OWN["budgeted_timeouts"], timeouts)]
 
     def _run(
         self,
@@ -264,7 +307,7 @@ class PostgresStore:
     ) -> T:
         retries = RetryBudget(label, self.max_attempts, budget_s)
         for attempt in retries.attempts():
-            opening: str | sql.Composed = begin
+            opening: list[_Queued] = [(begin, None)]
             if retries.deadline is not None:  # only writes have a budget
                 opening = self._begin_write_until(retries.deadline)
             try:

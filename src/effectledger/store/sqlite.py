@@ -91,6 +91,9 @@ class _Transaction:
             count = self._connection.execute(statement, params).rowcount
         return count
 
+    def queue(self, name: str, params: Mapping[str, Any]) -> None:
+        self.run(name, params)  # in process: nothing to save by waiting
+
 
 class SQLiteStore:
     """A ledger in one SQLite file; safe to share between threads and processes."""

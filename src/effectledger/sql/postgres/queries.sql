@@ -47,22 +47,22 @@ SELECT * FROM inserted;
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
 
 -- name: operation_with_attempt
--- The operation and whether it has the named attempt, in one read (for record).
+-- The operation, whether it has the named attempt, and another operation of the same
+-- destination that already holds the provider reference being recorded (NULL: none, or no
+-- reference), in one read (for record).
 SELECT o.*, EXISTS (
     SELECT 1 FROM attempts AS a
     WHERE a.tenant_id = o.tenant_id AND a.operation_id = o.operation_id
       AND a.attempt_id = %(attempt_id)s
-) AS attempt_present
+) AS attempt_present, (
+    SELECT h.operation_id FROM operations AS h
+    WHERE h.tenant_id = o.tenant_id AND h.destination_account = o.destination_account
+      AND h.destination_endpoint = o.destination_endpoint
+      AND h.provider_reference = %(provider_reference)s AND h.operation_id <> o.operation_id
+    LIMIT 1
+) AS reference_holder
 FROM operations AS o
 WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s;
-
--- name: operation_holding_reference
--- Another operation of the same destination that already holds this provider reference.
-SELECT operation_id FROM operations
-WHERE tenant_id = %(tenant_id)s AND destination_account = %(destination_account)s
-  AND destination_endpoint = %(destination_endpoint)s
-  AND provider_reference = %(provider_reference)s AND operation_id <> %(operation_id)s
-LIMIT 1;
 
 -- name: operation_lock
 -- The row a claim is about to change, locked: a concurrent claim waits here, then sees the

@@ -4,11 +4,11 @@
 -- name: begin_write
 BEGIN ISOLATION LEVEL READ COMMITTED;
 
--- name: begin_budgeted_write
--- A write with a time budget: its timeouts are set in the same round trip as BEGIN and last until
--- the transaction ends. Sent without bound parameters, as one simple query; the store fills the
--- two values as SQL literals.
-BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {lock}; SET LOCAL statement_timeout = {statement};
+-- name: budgeted_timeouts
+-- A write with a time budget: right after BEGIN, its timeouts are set until the transaction ends
+-- (set_config with is_local, as SET LOCAL). The store sends BEGIN, this and the transaction's
+-- first statement together, in one round trip (pipeline mode).
+SELECT set_config('lock_timeout', %(lock)s, true), set_config('statement_timeout', %(statement)s, true);
 
 -- name: begin_read
 BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;

@@ -1,0 +1,152 @@
+"""Where the CPU of ``EffectLedger.perform`` goes: a cProfile of performs on SQLite.
+
+Run it from the repository root::
+
+    .venv/bin/python benchmarks/profile_perform.py [--performs N] [--top N] [--synchronous OFF]
+
+Approved refunds are proposed and approved first (not profiled), then ``--performs`` of them are
+performed once each under cProfile, with the ledger and the simulated receiver on files at
+``synchronous=OFF`` by default, so the disk's flushes do not hide the Python. It prints the CPU
+time per perform without the profiler (measured first, on its own performs), the statements
+each perform sends to the ledger's file, and the ``--top`` functions by their own time, grouped
+into hashing, canonical encoding, validation, statements (the driver) and the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from effectledger import Context, DestinationRef, EffectLedger, OperationState, SimulatedReceiver
+from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+
+AGENT = Context(tenant_id="acme", actor_id="alice")
+APPROVER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
+GROUPS = (
+    ("hashing", ("openssl_sha256", "hexdigest", "hash_of_entry", "digest_bytes", "leaf_of")),
+    ("canonical encoding", ("canonical.py", "encoder.py", "record.py", "chain.py")),
+    ("validation", ("validate", "refuse_unstorable", "integrity.py", "__post_init__")),
+    ("statements", ("sqlite3.", "'execute'", "fetchone", "fetchall", "store/sqlite.py")),
+)
+
+
+class Bench:
+    """A service with one registered refund action on two fresh files."""
+
+    def __init__(self, folder: Path, synchronous: str) -> None:
+        self.store = open_store(f"sqlite:///{folder / 'ledger.db'}?synchronous={synchronous}")
+        self.receiver = SimulatedReceiver(folder / "receiver.db", synchronous=synchronous)
+        destination = DestinationRef(
+            account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
+        )
+        self.service = EffectLedger(Ledger(self.store), destinations=[self.receiver])
+        self.service.register(
+            refund_action(orders=OrderBook(), destination=destination), self.receiver
+        )
+        self.made = 0
+
+    def approved(self, count: int) -> list[tuple[str, str]]:
+        """``count`` proposals approved and ready to perform."""
+        ready = []
+        for _ in range(count):
+            self.made += 1
+            arguments = {"order_id": f"ord-{self.made}", "amount_minor": 30, "currency": "EUR"}
+            proposal = self.service.propose(AGENT, "refund_order", arguments)
+            approval = self.service.approve(APPROVER, proposal.proposal_id, digest=proposal.digest)
+            ready.append((proposal.proposal_id, approval.approval_id))
+        return ready
+
+    def perform(self, ready: list[tuple[str, str]]) -> None:
+        """Perform each of ``ready`` once; stop at one that does not succeed."""
+        for proposal_id, approval_id in ready:
+            result = self.service.perform(AGENT, proposal_id, approval=approval_id)
+            if result.state is not OperationState.SUCCEEDED:  # pragma: no cover - a broken run
+                raise SystemExit(f"perform of {proposal_id} ended {result.state}")
+
+    def close(self) -> None:
+        """Close both files."""
+        self.store.close()
+        self.receiver.close()
+
+
+def group_of(where: str) -> str:
+    """The group a profiled function's location falls into."""
+    for name, marks in GROUPS:
+        if any(mark in where for mark in marks):
+            return name
+    return "the rest (control flow, rows, telemetry)"
+
+
+def statements_of_one(bench: Bench) -> list[str]:
+    """The statements one perform sends to the ledger's file, first words only."""
+    seen: list[str] = []
+    connection: sqlite3.Connection = bench.store._connection()  # type: ignore[attr-defined]
+    ready = bench.approved(1)
+    connection.set_trace_callback(seen.append)
+    try:
+        bench.perform(ready)
+    finally:
+        connection.set_trace_callback(None)
+    # A statement that fires triggers is reported again for each of them: count it once.
+    unique = [text for i, text in enumerate(seen) if i == 0 or text != seen[i - 1]]
+    return [" ".join(text.split()[:4]) for text in unique]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Profile the performs and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--performs", type=int, default=2000, help="profiled performs (2000)")
+    parser.add_argument("--top", type=int, default=25, help="functions listed (25)")
+    parser.add_argument("--synchronous", default="OFF", help="PRAGMA synchronous (OFF)")
+    args = parser.parse_args(argv)
+    folder = Path(tempfile.mkdtemp(prefix="effectledger-profile-"))
+    try:
+        bench = Bench(folder, args.synchronous)
+        bench.perform(bench.approved(200))  # warm up
+        ready = bench.approved(args.performs)
+        started = time.process_time()
+        bench.perform(ready)
+        plain_us = (time.process_time() - started) / args.performs * 1e6
+        statements = statements_of_one(bench)
+        ready = bench.approved(args.performs)
+        profile = cProfile.Profile()
+        profile.enable()
+        bench.perform(ready)
+        profile.disable()
+        bench.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    print(
+        f"EffectLedger.perform on SQLite, synchronous={args.synchronous}, {args.performs} performs"
+    )
+    print(f"CPU per perform without the profiler: {plain_us:.0f} µs")
+    print(f"statements per perform on the ledger's file: {len(statements)}")
+    for text in statements:
+        print(f"  {text}")
+    stats = pstats.Stats(profile)
+    rows = stats.stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in rows.values())
+    groups: dict[str, float] = {}
+    for (filename, line, name), row in rows.items():
+        where = f"{filename}:{line}({name})"
+        groups[group_of(where)] = groups.get(group_of(where), 0.0) + row[2]
+    print("own time by group (profiled; the profiler inflates small Python functions)")
+    for name, seconds in sorted(groups.items(), key=lambda item: -item[1]):
+        print(f"  {name:<42} {seconds / total:6.1%}   {seconds / args.performs * 1e6:6.0f} µs")
+    print(f"top {args.top} functions by own time")
+    stats.sort_stats("tottime").print_stats(args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""One table of the ledger's figures, each beside its floor measured in the same run.
+
+Run it from the repository root::
+
+    .venv/bin/python benchmarks/report.py [--quick | --full] [--url postgresql://...]
+
+It runs the benchmarks' own measurements (imported from ``ledger_sqlite.py``,
+``ledger_postgres.py`` and ``api_replay.py``, nothing re-implemented) and prints one row per
+figure: what was measured, its floor, their ratio, the goal and whether it was met.
+
+* **SQLite perform / floor**: ``EffectLedger.perform`` of approved refunds (WAL, synchronous=FULL)
+  in operations per second, over the raw ``sqlite3`` floor that makes the same four durable
+  commits per operation (admit, claim, the receiver's commit, record) into the same schema.
+  Above 1.0 the ledger outruns the floor: a perform needs three commits, not four.
+* **SQLite perform CPU / floor**: this process's CPU time per operation, the same two sides:
+  what the Python around the transactions costs, the disk's waits left out.
+* **SQLite lifecycle / floor**: admit, then ``Executor.execute``, against the same floor.
+* **PostgreSQL perform / floor at N workers**: ``EffectLedger.perform`` in N processes against
+  plain psycopg writing the same rows in the same tables, N processes too; and the worker
+  processes' CPU per operation against the floor's (the server's CPU is not counted).
+* **replay p50**: a repeated perform of a SUCCEEDED operation (the service call and the bare
+  executor) against a raw ``sqlite3`` read of the operation's row by key.
+
+The machine may be shared: every side is measured in the same run, in alternating blocks or
+runs, and each ratio is the best of the rounds (``--quick``: 3 rounds for SQLite, 2 runs per
+worker count for PostgreSQL, a few minutes in all; ``--full``: the benchmarks' own defaults).
+PostgreSQL rows need ``--url`` or ``$EFFECTLEDGER_BENCH_POSTGRES_URL`` /
+``$EFFECTLEDGER_TEST_POSTGRES_URL`` (a database the benchmark may create schemas in); without
+one they are reported as not run. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import api_replay
+import ledger_sqlite
+
+SETTINGS = {
+    "quick": {"sqlite_ops": 300, "rounds": 3, "pg_ops": 400, "repeat": 2, "replays": 3000},
+    "full": {"sqlite_ops": 1000, "rounds": 5, "pg_ops": 1200, "repeat": 3, "replays": 5000},
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the table."""
+
+    name: str
+    measured: str
+    floor: str
+    ratio: float | None
+    goal: str
+    met: bool | None
+
+
+def _higher(name: str, mine: float, theirs: float, unit: str, goal: float) -> Figure:
+    ratio = mine / theirs
+    return Figure(
+        name, f"{mine:.0f} {unit}", f"{theirs:.0f} {unit}", ratio, f">= {goal}x", ratio >= goal
+    )
+
+
+def _lower(name: str, mine: float, theirs: float, unit: str, goal: float) -> Figure:
+    ratio = mine / theirs
+    return Figure(
+        name, f"{mine:.0f} {unit}", f"{theirs:.0f} {unit}", ratio, f"<= {goal}x", ratio <= goal
+    )
+
+
+def sqlite_figures(ops: int, rounds: int) -> list[Figure]:
+    """Perform and lifecycle against the 4-commit floor, throughput and CPU, best round."""
+    folder = Path(tempfile.mkdtemp(prefix="effectledger-report-"))
+    per_round: list[tuple[float, float, float]] = []
+    cpu: dict[str, list[float]] = {"lifecycle": [], "perform": [], "floor": []}
+    try:
+        for round_number in range(1, rounds + 1):
+            per_round.append(ledger_sqlite.interleaved_round(folder, round_number, ops, cpu))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    best_perform = max(per_round, key=lambda rates: rates[1] / rates[2])
+    best_life = max(per_round, key=lambda rates: rates[0] / rates[2])
+    cpu_rounds = list(zip(cpu["perform"], cpu["lifecycle"], cpu["floor"], strict=True))
+    perform_cpu = min(cpu_rounds, key=lambda spent: spent[0] / spent[2])
+    return [
+        _higher("SQLite perform / 4-commit floor", best_perform[1], best_perform[2], "ops/s", 1.0),
+        _lower("SQLite perform CPU / floor CPU", perform_cpu[0], perform_cpu[2], "µs/op", 1.5),
+        _higher("SQLite lifecycle / 4-commit floor", best_life[0], best_life[2], "ops/s", 0.7),
+    ]
+
+
+def postgres_figures(url: str, ops: int, repeat: int, workers: list[int]) -> list[Figure]:
+    """Perform against the psycopg floor at each worker count, throughput and CPU, best run."""
+    import ledger_postgres
+
+    figures: list[Figure] = []
+    for count in workers:
+        runs: list[tuple[float, float, float, float]] = []
+        done = ops // count * count
+        for _ in range(repeat):  # alternate, so both see the same machine
+            floor_rate, floor_cpu, floor_url = ledger_postgres._measure(
+                ledger_postgres.floor_worker, url, count, ops
+            )
+            ledger_postgres._check_and_drop(floor_url, done)
+            rate, spent, perform_url = ledger_postgres._measure(
+                ledger_postgres.perform_worker, url, count, ops
+            )
+            ledger_postgres._check_and_drop(perform_url, done)
+            runs.append((rate, floor_rate, spent * 1e6, floor_cpu * 1e6))
+        best = max(runs, key=lambda run: run[0] / run[1])
+        thrifty = min(runs, key=lambda run: run[2] / run[3])
+        figures.append(
+            _higher(f"PostgreSQL perform / floor, {count} workers", best[0], best[1], "ops/s", 0.8)
+        )
+        figures.append(
+            _lower(
+                f"PostgreSQL perform CPU / floor, {count} w.", thrifty[2], thrifty[3], "µs/op", 1.5
+            )
+        )
+    return figures
+
+
+def replay_figures(replays: int, rounds: int) -> list[Figure]:
+    """Repeated performs of a finished operation against a raw read of its row, best round."""
+    folder = Path(tempfile.mkdtemp(prefix="effectledger-report-replay-"))
+    paths, close = api_replay.build(folder)
+    rows: list[dict[str, float]] = []
+    try:
+        for _ in range(rounds):
+            rows.append(
+                {name: api_replay.latency(call, replays)[0] for name, call in paths.items()}
+            )
+    finally:
+        close()
+        shutil.rmtree(folder, ignore_errors=True)
+    figures = []
+    for name, label in (
+        ("service perform", "EffectLedger.perform"),
+        ("executor replay", "executor"),
+    ):
+        best = min(rows, key=lambda row: row[name] / row["raw point read"])
+        mine, raw = best[name], best["raw point read"]
+        figures.append(
+            Figure(
+                f"replay p50, {label} / raw read",
+                f"{mine:.1f} µs",
+                f"{raw:.1f} µs",
+                mine / raw,
+                "p50 <= 50 µs",
+                mine <= ledger_sqlite.REPLAY_P50_TARGET_US,
+            )
+        )
+    return figures
+
+
+def table(figures: list[Figure]) -> str:
+    """The figures as one aligned text table."""
+    head = ("figure", "measured", "floor", "ratio", "goal", "met?")
+    lines = [
+        (
+            figure.name,
+            figure.measured,
+            figure.floor,
+            "-" if figure.ratio is None else f"{figure.ratio:.2f}x",
+            figure.goal,
+            "-" if figure.met is None else ("yes" if figure.met else "NO"),
+        )
+        for figure in figures
+    ]
+    widths = [max(len(row[i]) for row in [head, *lines]) for i in range(len(head))]
+    out = []
+    for row in [head, tuple("-" * width for width in widths), *lines]:
+        out.append(" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    return "\n".join(line.rstrip() for line in out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the measurements and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="short runs, a few minutes (default)")
+    size.add_argument("--full", action="store_true", help="the benchmarks' own run lengths")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(
+            "EFFECTLEDGER_BENCH_POSTGRES_URL", os.environ.get("EFFECTLEDGER_TEST_POSTGRES_URL")
+        ),
+        help="a PostgreSQL database the benchmark may create schemas in",
+    )
+    parser.add_argument("--workers", default="1,4,8", help="PostgreSQL worker process counts")
+    args = parser.parse_args(argv)
+    chosen = SETTINGS["full" if args.full else "quick"]
+    sys.stderr.write("SQLite perform, lifecycle and floor\n")
+    figures = sqlite_figures(chosen["sqlite_ops"], chosen["rounds"])
+    sys.stderr.write("replays\n")
+    figures += replay_figures(chosen["replays"], chosen["rounds"])
+    workers = [int(part) for part in args.workers.split(",")]
+    if args.url:
+        sys.stderr.write("PostgreSQL perform and floor\n")
+        figures += postgres_figures(args.url, chosen["pg_ops"], chosen["repeat"], workers)
+    else:
+        figures += [
+            Figure(f"PostgreSQL perform / floor, {count} workers", "not run", "-", None,
+                   ">= 0.8x", None)
+            for count in workers
+        ]  # fmt: skip
+    print(
+        f"effectledger figures, {'full' if args.full else 'quick'} run, {os.cpu_count()} CPUs: "
+        f"each ratio is the best of {chosen['rounds']} SQLite rounds / {chosen['repeat']} "
+        "PostgreSQL runs, floor measured in the same run"
+    )
+    print(table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
