@@ -56,7 +56,9 @@ them.
     └── StorageError                      storage (503)
         ├── StorageBusy                   storage_busy (503)
         ├── ConstraintViolation           constraint_violation (409)
-        └── CommitUncertain               commit_uncertain (503)
+        ├── CommitUncertain               commit_uncertain (503)
+        ├── StorageFull                   storage_full (503)
+        └── StorageReadOnly               storage_read_only (503)
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ from effectledger.errors.storage import (
     ConstraintViolation,
     StorageBusy,
     StorageError,
+    StorageFull,
+    StorageReadOnly,
 )
 
 __all__ = [
@@ -148,6 +152,8 @@ __all__ = [
     "SecretUnavailable",
     "StorageBusy",
     "StorageError",
+    "StorageFull",
+    "StorageReadOnly",
     "TamperedCommand",
     "TamperedOperation",
     "TamperedProposal",

@@ -23,6 +23,8 @@ from effectledger.errors import (
     NotFound,
     StorageBusy,
     StorageError,
+    StorageFull,
+    StorageReadOnly,
 )
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
@@ -34,6 +36,8 @@ __all__ = ["SQLiteStore"]
 T = TypeVar("T")
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
 MAX_ATTEMPTS = 3
+_SQLITE_READONLY = 8  # primary result codes (the low byte of an extended code)
+_SQLITE_FULL = 13
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -49,7 +53,25 @@ def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) 
         return ConstraintViolation(f"{label}: the database refused the write: {exc}")
     if _is_busy(exc):
         return StorageBusy(f"{label}: the database stayed locked", attempts=attempts)
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary == _SQLITE_FULL:
+        return StorageFull(
+            f"{label}: the disk holding the ledger is full; nothing was written", label=label
+        )
+    if primary == _SQLITE_READONLY:
+        return StorageReadOnly(
+            f"{label}: the ledger file cannot be written; nothing was written", label=label
+        )
     return StorageError(f"{label}: {type(exc).__name__}: {exc}")
+
+
+def _on_read_only_fs(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 class _Transaction:
@@ -164,6 +186,16 @@ class SQLiteStore:
     # -- connections ---------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        if _on_read_only_fs(self.path.parent) and self.path.is_file():
+            # Nobody can write the file through this mount, so SQLite may read it as it stands
+            # without the WAL index it can no longer create: reads answer, writes are refused.
+            uri = self.path.absolute().as_uri() + "?mode=ro&immutable=1"
+            connection = sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
+            )
+            self._local.read_only = True
+            return connection
+        self._local.read_only = False
         if not self._create:
             uri = self.path.absolute().as_uri() + "?mode=rw"
             return sqlite3.connect(
@@ -210,6 +242,10 @@ class SQLiteStore:
             connection.row_factory = sqlite3.Row
             self._set_busy_timeout(connection, self.busy_timeout_ms)
             connection.execute(self._own["foreign_keys_on"])
+            if self._local.read_only:
+                with self._lock:
+                    self._connections.append(connection)
+                return connection
             mode = self._switch_to_wal(connection)
             if mode.lower() != "wal":
                 raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
@@ -241,6 +277,17 @@ class SQLiteStore:
             self._connections = []
             self._pid = os.getpid()
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if (
+            connection is not None
+            and self._local.read_only
+            and not _on_read_only_fs(self.path.parent)
+        ):  # the file system is writable again: reconnect, in WAL, to the file as it is now
+            with self._lock:
+                if connection in self._connections:
+                    self._connections.remove(connection)
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+            connection = None
         if connection is None:
             connection = self._connect()
             self._local.connection = connection
@@ -281,6 +328,13 @@ class SQLiteStore:
             with contextlib.suppress(sqlite3.Error):
                 self._set_busy_timeout(connection, self.busy_timeout_ms)
 
+    def _refuse_if_read_only(self, label: str) -> None:
+        if getattr(self._local, "read_only", False):
+            raise StorageReadOnly(
+                f"{label}: {self.path} is on a read-only file system; nothing was written",
+                label=label,
+            )
+
     def _write(
         self,
         connection: sqlite3.Connection,
@@ -288,6 +342,7 @@ class SQLiteStore:
         retries: RetryBudget,
         rerun_on: tuple[type[Exception], ...],
     ) -> T:
+        self._refuse_if_read_only(retries.label)
         own = self._own
         begin, commit, rollback = own["begin_write"], own["commit"], own["rollback"]
         for attempt in retries.attempts():
@@ -348,6 +403,12 @@ class SQLiteStore:
         """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
         connection = self._connection()
         applied: list[int] = []
+        latest = migrations("sqlite")[-1][0]
+        with contextlib.suppress(sqlite3.OperationalError):  # no schema_migrations table yet
+            row = connection.execute(self._queries["schema_version"]).fetchone()
+            if row is not None and row[0] is not None and row[0] >= latest:
+                return applied  # up to date: a read, so a read-only ledger opens too
+        self._refuse_if_read_only("migrate")
         try:
             connection.execute(self._own["migrations_create"])
             for version, name, sql in migrations("sqlite"):
