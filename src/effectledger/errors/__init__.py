@@ -29,6 +29,7 @@ them.
     │   ├── ConcurrentModification        concurrent_modification (409)
     │   ├── OperationIdTaken              operation_id_taken (409)
     │   ├── InvalidTransition             invalid_transition (409)
+    │   ├── LedgerNotEmpty                ledger_not_empty (409)
     │   └── LogNotSealed                  log_not_sealed (409)
     ├── IntegrityError                    integrity (500)
     │   ├── TamperedCommand               tampered_command (500)
@@ -77,6 +78,7 @@ from effectledger.errors.base import (
     EvidenceRequired,
     InvalidInput,
     InvalidTransition,
+    LedgerNotEmpty,
     MalformedRequest,
     MissingExtra,
     NotFound,
@@ -137,6 +139,7 @@ __all__ = [
     "IntegrityError",
     "InvalidInput",
     "InvalidTransition",
+    "LedgerNotEmpty",
     "LogKeyInvalid",
     "LogNotSealed",
     "MalformedRequest",
