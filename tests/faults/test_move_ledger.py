@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,70 @@ def test_every_table_of_the_schema_is_moved(store_url: str) -> None:
     finally:
         store.close()
     assert len(MOVED) == len(set(MOVED))
+
+
+def _small_source(tmp_path: Path) -> str:
+    (tmp_path / "from").mkdir()
+    source_url = make_store_url("sqlite", tmp_path / "from")
+    world = refunds(source_url, tmp_path / "from", signer=SIGNER)
+    try:
+        assert [_refund(world) for _ in range(3)] == [OperationState.SUCCEEDED] * 3
+        world.app.seal(REVIEWER)
+    finally:
+        world.close()
+    return source_url
+
+
+@pytest.mark.slow
+def test_sixteen_threads_moving_into_one_target_move_it_once(backend: str, tmp_path: Path) -> None:
+    """16 threads moving the same ledger into one empty target: one moves it, the other 15
+    are refused with ledger_not_empty, and the target holds each row once."""
+    source_url = _small_source(tmp_path)
+    (tmp_path / "to").mkdir()
+    target_url = make_store_url(backend, tmp_path / "to")
+    open_store(target_url).close()  # created once: the race is over the rows, not the schema
+    outcomes: list[str] = []
+
+    def move() -> None:
+        try:
+            move_ledger(source_url, target_url, batch=5)
+            outcomes.append("moved")
+        except LedgerNotEmpty as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=move) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(outcomes) == ["ledger_not_empty"] * 15 + ["moved"]
+    assert _counts(target_url) == _counts(source_url)
+
+
+@pytest.mark.slow
+def test_four_processes_moving_into_one_target_move_it_once(backend: str, tmp_path: Path) -> None:
+    """4 `migrate --from --to` processes into one empty target: one exits 0, three exit 1 with
+    ledger_not_empty, and the target holds each row once."""
+    source_url = _small_source(tmp_path)
+    (tmp_path / "to").mkdir()
+    target_url = make_store_url(backend, tmp_path / "to")
+    open_store(target_url).close()
+    environment = {key: value for key, value in os.environ.items() if key != "EFFECTLEDGER_LOG_KEY"}
+    command = [sys.executable, "-m", "effectledger.cli", "migrate", "--from", source_url]
+    command += ["--to", target_url, "--batch", "5"]
+    processes = [
+        subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    finished = [(process.wait(timeout=120), process.communicate()[1]) for process in processes]
+    assert sorted(code for code, _ in finished) == [0, 1, 1, 1]
+    refused = [err for code, err in finished if code == 1]
+    assert all("error [ledger_not_empty]" in err for err in refused), refused
+    assert _counts(target_url) == _counts(source_url)

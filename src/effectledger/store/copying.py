@@ -199,6 +199,8 @@ def copy_ledger(
         totals = {table: theirs.count(table) for table, _ in TABLES}
 
         def write(dst: Transaction) -> CopyReport:
+            # Racing moves into one target take turns: the second finds the first one's rows.
+            dst.run("advisory_lock", {"tenant_id": "", "scope": "migrate --to"})
             ours = access(dst)
             _refuse_unknown_tables(ours.tables(), "target")
             filled = {table: n for table, _ in TABLES if (n := ours.count(table))}
