@@ -1,4 +1,5 @@
-"""PostgreSQL restarted under a running worker process and API calls, on a private cluster.
+"""PostgreSQL restarted under a running worker process and API calls, or made read-only, on a
+private cluster.
 
 Refunds are admitted and performed while an ``effectledger worker`` process dispatches and
 recovers; the server is restarted (``pg_ctl restart -m fast``: every session closed, open
@@ -14,10 +15,19 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from effectledger import EffectLedgerError, LedgerSettings, OperationState, StorageError
+from effectledger import (
+    EffectLedgerError,
+    LedgerSettings,
+    ManualClock,
+    OperationState,
+    StorageError,
+    StorageReadOnly,
+)
 from effectledger.clock import SystemClock
+from effectledger.workers import Worker, WorkerSettings
 from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER
 from tests.conftest import count_rows, with_options
 from tests.faults._cluster import Cluster, private_cluster
@@ -116,3 +126,62 @@ def _retrying(admit: object) -> list[str]:
         except StorageError:
             threading.Event().wait(0.1)
     raise AssertionError("the server never answered again")
+
+
+def _server_read_only(cluster: Cluster, on: bool) -> None:
+    """Make the whole server read-only (or writable again) as an operator would, and wait
+    until a new session sees it."""
+    with psycopg.connect(cluster.url, autocommit=True) as connection:
+        connection.execute("SET default_transaction_read_only = off")
+        if on:
+            connection.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        else:
+            connection.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        connection.execute("SELECT pg_reload_conf()")
+    wanted = "on" if on else "off"
+    for _ in range(100):
+        with psycopg.connect(cluster.url) as connection:
+            row = connection.execute("SHOW default_transaction_read_only").fetchone()
+        if row is not None and row[0] == wanted:
+            threading.Event().wait(0.2)  # the pool's idle sessions apply it before their next use
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the server never took the setting")
+
+
+def test_a_read_only_server_answers_reads_refuses_writes_and_resumes_when_writable(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A server turned read-only refuses every write with storage_read_only and writes nothing,
+    reads answer, the worker backs off; writable again, the same ledger performs once."""
+    raw = with_options(cluster.url, schema="ledger")
+    clock = ManualClock()
+    world = refunds(raw, tmp_path, clock=clock)
+    try:
+        (first,) = world.ready(1)
+        proposal = world.app.propose(AGENT, "refund_order", REFUND_30)
+        world.app.approve(REVIEWER, proposal)
+        before = {table: count_rows(raw, table) for table in ("operations", "audit_events")}
+        _server_read_only(cluster, True)
+
+        with pytest.raises(StorageReadOnly) as refused:
+            world.app.perform(AGENT, proposal)
+        assert refused.value.code == "storage_read_only"
+        with pytest.raises(StorageReadOnly):
+            world.app.propose(AGENT, "refund_order", REFUND_30)
+        with pytest.raises(StorageReadOnly):
+            Worker(world.app, WorkerSettings(seal_interval=None)).dispatch_pass()
+        assert world.app.operation(REVIEWER, first).state is OperationState.READY
+        assert world.app.summary(REVIEWER).by_state["READY"] == 1
+        assert {table: count_rows(raw, table) for table in before} == before
+        assert world.receiver.counts().effects == 0
+
+        _server_read_only(cluster, False)
+        assert world.app.perform(AGENT, proposal).state is OperationState.SUCCEEDED
+        assert world.app.dispatch_ready()
+        assert world.states([first]) == [OperationState.SUCCEEDED]
+        assert check_consistent(world.app, raw) == {OperationState.SUCCEEDED: 2}
+        counts = world.receiver.counts()
+        assert (counts.submissions, counts.effects) == (2, 2)
+    finally:
+        world.close()
