@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
@@ -26,12 +27,15 @@ from effectledger import (
     StorageError,
     StorageReadOnly,
 )
+from effectledger.app.keys import ApiKeys
+from effectledger.callers.http.app import create_app
 from effectledger.clock import SystemClock
 from effectledger.workers import Worker, WorkerSettings
 from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER
 from tests.conftest import count_rows, with_options
 from tests.faults._cluster import Cluster, private_cluster
 from tests.faults._disk import check_consistent
+from tests.http_api.server import serving
 from tests.worker.support import Refunds, refunds, wait_until
 from tests.worker.test_worker_processes import start_worker, stop
 
@@ -59,34 +63,47 @@ def _perform_until(world: Refunds, done: threading.Event, failures: list[str]) -
 def test_a_restarted_server_stops_nothing_for_good_and_every_refund_is_made_once(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """Across two server restarts the worker process backs off and resumes, failed API calls
-    raise storage errors, and every refund the receiver made is SUCCEEDED once."""
+    """Across two server restarts the worker process backs off and resumes, failed calls raise
+    storage errors (503 over HTTP), and every refund the receiver made is SUCCEEDED once."""
     raw = with_options(cluster.url, schema="ledger")  # for reading rows around the store
     url = with_options(raw, connect_timeout=2, pool_timeout_s=1)
     world = refunds(
         url, tmp_path, clock=SystemClock(), settings=LedgerSettings(recover_after=timedelta(0))
     )
+    keys = ApiKeys(world.app.store)
+    token = keys.create(tenant_id="acme", actor_id="agent-7", roles=["agent"]).token
     worker = start_worker(url, tmp_path, "--dispatch-threads", "2")
     failures: list[str] = []
     done = threading.Event()
     calls = threading.Thread(target=_perform_until, args=(world, done, failures))
     try:
-        ready = world.ready(10)
-        calls.start()
-        wait_until(lambda: OperationState.SUCCEEDED in world.states(ready))
-        cluster.restart()
-        ready += _retrying(lambda: world.ready(10))
-        cluster.stop()  # down for a while: every pass of the worker fails
-        threading.Event().wait(1.5)
-        cluster.start()
-        ready += _retrying(lambda: world.ready(10))
-        done.set()
-        calls.join(timeout=60)
-        wait_until(lambda: set(world.states(ready)) == {OperationState.SUCCEEDED}, timeout=90)
-        wait_until(lambda: _settled(world), timeout=90)
+        with (
+            serving(create_app(world.app, keys)) as base,
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http,
+        ):
+            ready = world.ready(10)
+            path = f"/v1/operations/{ready[0]}"
+            calls.start()
+            wait_until(lambda: OperationState.SUCCEEDED in world.states(ready))
+            cluster.restart()
+            ready += _retrying(lambda: world.ready(10))
+            cluster.stop()  # down for a while: every pass of the worker fails
+            down = http.get(path)
+            threading.Event().wait(1.5)
+            cluster.start()
+            ready += _retrying(lambda: world.ready(10))
+            done.set()
+            calls.join(timeout=60)
+            wait_until(lambda: set(world.states(ready)) == {OperationState.SUCCEEDED}, timeout=90)
+            wait_until(lambda: _settled(world), timeout=90)
+            back = http.get(path)
     finally:
         done.set()
         code, _, err = stop(worker)
+    assert down.status_code == 503, down.text  # the API says the store is down
+    assert down.json()["code"] in {"storage", "storage_busy"}
+    assert back.status_code == 200, back.text  # and answers again once it is back
+    assert back.json()["state"] == "SUCCEEDED"
     assert code == 0, err
     assert "the store does not answer" in err  # the worker backed off
     assert "answers again" in err or "dispatch:" in err  # and went on
