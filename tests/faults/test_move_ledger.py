@@ -28,6 +28,7 @@ from effectledger import (
 )
 from effectledger.app.keys import ApiKeys
 from effectledger.audit.moving import move_ledger
+from effectledger.cli import main as cli_main
 from effectledger.model.evidence import EvidencePolicy, capture
 from effectledger.store import open_store
 from effectledger.store.copying import NOT_MOVED, TABLES, table_names
@@ -282,3 +283,25 @@ def test_four_processes_moving_into_one_target_move_it_once(backend: str, tmp_pa
     refused = [err for code, err in finished if code == 1]
     assert all("error [ledger_not_empty]" in err for err in refused), refused
     assert _counts(target_url) == _counts(source_url)
+
+
+def test_a_move_from_nowhere_or_onto_itself_is_refused_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing source, a source that is not a ledger, one URL for both sides, or --from
+    without --to exit 1 with a stable code and leave no target file behind."""
+    target = tmp_path / "target.db"
+    to = f"sqlite:///{target}"
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all, just bytes" * 10)
+    cases = [
+        (["--from", f"sqlite:///{tmp_path / 'missing.db'}", "--to", to], "not_found"),
+        (["--from", f"sqlite:///{junk}", "--to", to], "invalid_input"),
+        (["--from", to, "--to", to], "invalid_input"),
+        (["--from", f"sqlite:///{junk}"], "invalid_input"),
+    ]
+    for arguments, code in cases:
+        assert cli_main(["migrate", *arguments]) == 1
+        assert f"error [{code}]" in capsys.readouterr().err
+        assert not target.exists()
+    assert junk.read_bytes() == b"not a database at all, just bytes" * 10
