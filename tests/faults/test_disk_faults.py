@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from effectledger import (
@@ -21,9 +22,12 @@ from effectledger import (
     StorageFull,
     StorageReadOnly,
 )
+from effectledger.app.keys import ApiKeys
+from effectledger.callers.http.app import create_app
 from effectledger.workers import Worker, WorkerSettings
 from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER
 from tests.faults._disk import SmallDisk, check_consistent, mount_small_disk, row_counts
+from tests.http_api.server import serving
 from tests.worker.support import LOOKUP_WINDOW, Refunds, refunds
 
 pytestmark = pytest.mark.slow
@@ -150,18 +154,31 @@ def test_the_worker_backs_off_on_a_full_disk_and_resumes_once_it_is_freed(
 def test_a_read_only_disk_answers_reads_refuses_writes_and_resumes_when_writable(
     disk: SmallDisk, tmp_path: Path
 ) -> None:
-    """On a file system remounted read-only the ledger reads, refuses every write with
-    storage_read_only and writes nothing; remounted writable, the same ledger performs once."""
+    """On a file system remounted read-only the ledger (and its HTTP API) reads, refuses every
+    write with storage_read_only and writes nothing; remounted writable, it performs once."""
     clock = ManualClock()
     world = refunds(disk.url, tmp_path, clock=clock)
     (first,) = world.ready(1)
     proposal = _approved(world)
+    token = ApiKeys(world.app.store).create(tenant_id="acme", actor_id="agent-7", roles=["agent"])
     before = row_counts(disk.url)
     world.close()  # Linux remounts read-only only a file system nobody holds open for writing
     disk.remount("ro")
 
     world = refunds(disk.url, tmp_path, clock=clock)
     try:
+        with (
+            serving(create_app(world.app, ApiKeys(world.app.store))) as base,
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token.token}"}) as http,
+        ):
+            read = http.get(f"/v1/operations/{first}")
+            assert read.status_code == 200, read.text
+            assert read.json()["state"] == "READY"
+            write = http.post(
+                "/v1/proposals", json={"action": "refund_order", "arguments": REFUND_30}
+            )
+            assert write.status_code == 503, write.text
+            assert write.json()["code"] == "storage_read_only"
         assert world.app.operation(REVIEWER, first).state is OperationState.READY
         assert world.app.summary(REVIEWER).by_state["READY"] == 1
         with pytest.raises(StorageReadOnly) as refused:
