@@ -9,6 +9,8 @@ by the receiver's own count.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,5 +201,44 @@ def test_a_read_only_disk_answers_reads_refuses_writes_and_resumes_when_writable
         assert check_consistent(world.app, disk.url) == {OperationState.SUCCEEDED: 2}
         counts = world.receiver.counts()
         assert (counts.submissions, counts.effects) == (2, 2)
+    finally:
+        world.close()
+
+
+CRASHED_WRITER = """
+import os, sys
+from pathlib import Path
+from tests.worker.support import refunds
+from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER
+world = refunds(sys.argv[1], Path(sys.argv[2]))
+proposal = world.app.propose(AGENT, "refund_order", REFUND_30)
+world.app.approve(REVIEWER, proposal)
+print(world.app.perform(AGENT, proposal).operation_id, flush=True)
+os._exit(0)  # no close: the commits stay in the WAL, not yet in the database file
+"""
+
+
+def test_a_read_only_disk_shows_the_commits_a_crashed_writer_left_in_the_wal(
+    disk: SmallDisk, tmp_path: Path
+) -> None:
+    """A process that ended without closing left its last commits in the WAL; on the disk
+    remounted read-only the ledger still reads them."""
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHED_WRITER, disk.url, str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    operation_id = done.stdout.strip()
+    assert (disk.path / "ledger.db-wal").stat().st_size > 0
+    disk.remount("ro")
+    world = refunds(disk.url, tmp_path)
+    try:
+        assert world.app.operation(REVIEWER, operation_id).state is OperationState.SUCCEEDED
+        with pytest.raises(StorageReadOnly):
+            world.app.propose(AGENT, "refund_order", REFUND_30)
+        assert world.receiver.counts().effects == 1
     finally:
         world.close()

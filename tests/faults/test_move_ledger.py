@@ -305,3 +305,21 @@ def test_a_move_from_nowhere_or_onto_itself_is_refused_and_creates_nothing(
         assert f"error [{code}]" in capsys.readouterr().err
         assert not target.exists()
     assert junk.read_bytes() == b"not a database at all, just bytes" * 10
+
+
+@pytest.mark.slow
+def test_a_move_whose_log_does_not_rebuild_its_checkpoint_leaves_the_target_empty(
+    backend: str, tmp_path: Path
+) -> None:
+    """A source whose sealed leaf was edited no longer reproduces its signed checkpoint's root:
+    the move is refused with log_root_mismatch and the target keeps no row."""
+    source_url = _small_source(tmp_path)
+    (tmp_path / "to").mkdir()
+    target_url = make_store_url(backend, tmp_path / "to")
+    drop_trigger(source_url, "log_entries", "log_entries_no_update")
+    raw_sql(source_url, f"UPDATE log_entries SET leaf_hash = '{'00' * 32}' WHERE position = 1")
+
+    with pytest.raises(AuditVerificationFailed) as refused:
+        move_ledger(source_url, target_url, batch=3)
+    assert refused.value.reason == "log_root_mismatch"
+    assert _counts(target_url) == dict.fromkeys(MOVED, 0)

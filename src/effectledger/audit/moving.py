@@ -12,7 +12,7 @@ audit verify`` checks them on the moved ledger as on any other.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,107 +49,159 @@ def _refuse(message: str, reason: str) -> AuditVerificationFailed:
     return AuditVerificationFailed(f"migrate --to: {message}; nothing was committed", reason=reason)
 
 
-def _rows(
+def _pages(
     tx: Transaction, table: str, columns: list[str], order: tuple[str, ...]
-) -> list[tuple[Any, ...]]:
+) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``table`` in the order of its unique key ``order`` (the key's columns lead
+    ``columns``), read a page at a time."""
     tables = access(tx)
-    found: list[tuple[Any, ...]] = []
     after: tuple[Any, ...] | None = None
     while True:
         page = tables.page(table, columns, order, after, _PAGE)
-        found.extend(page)
+        yield from page
         if len(page) < _PAGE:
-            return found
+            return
         after = page[-1][: len(order)]
 
 
 def verify_moved(tx: Transaction, verified: _Verified | None = None) -> None:
-    """Check every trail and every log of the ledger ``tx`` reads (see the module's text)."""
+    """Check every trail and every log of the ledger ``tx`` reads (see the module's text).
+
+    Reads the events and the log's entries a page at a time: memory stays bounded by a page,
+    one trail and one tenant's checkpoints, whatever the ledger's size.
+    """
     verified = verified if verified is not None else _Verified()
     _verify_trails(tx, verified)
     _verify_logs(tx, verified)
 
 
 def _verify_trails(tx: Transaction, verified: _Verified) -> None:
-    heads = {
-        (str(tenant), str(operation)): str(head)
-        for tenant, operation, head in _rows(
-            tx,
-            "operations",
-            ["tenant_id", "operation_id", "last_event_hash"],
-            ("tenant_id", "operation_id"),
-        )
-    }
-    trails = set(heads)
-    for tenant, operation in _rows(
-        tx, "audit_events", ["tenant_id", "operation_id"], ("tenant_id", "operation_id")
+    events = with_operation = 0
+    current: tuple[str, str] | None = None
+    for tenant, operation, _ in _pages(
+        tx,
+        "audit_events",
+        ["tenant_id", "operation_id", "sequence"],
+        ("tenant_id", "operation_id", "sequence"),
     ):
-        trails.add((str(tenant), str(operation)))
-    events = 0
-    for tenant, operation in sorted(trails):
-        rows = tx.all("events_for_operation", {"tenant_id": tenant, "operation_id": operation})
+        trail = (str(tenant), str(operation))
+        if trail == current:
+            continue
+        current = trail
+        key = {"tenant_id": trail[0], "operation_id": trail[1]}
+        row = tx.one("operation_get", key)
+        rows = tx.all("events_for_operation", key)
+        head = None if row is None else str(row["last_event_hash"])
         try:
-            verify_chain([event_from_row(row) for row in rows], head=heads.get((tenant, operation)))
+            verify_chain([event_from_row(event) for event in rows], head=head)
         except Exception as exc:
             raise _refuse(
-                f"the trail of {tenant}/{operation} does not verify: {exc}", "event_edited"
+                f"the trail of {trail[0]}/{trail[1]} does not verify: {exc}", "event_edited"
             ) from exc
         events += len(rows)
-    if events != access(tx).count("audit_events"):
+        with_operation += row is not None
+        verified.trails += 1
+    tables = access(tx)
+    if events != tables.count("audit_events"):  # pragma: no cover - the scan read them all
         raise _refuse("some events are on no operation's trail", "event_inserted")
-    verified.trails = len(trails)
+    if with_operation != tables.count("operations"):
+        raise _refuse("an operation has no trail", "event_deleted")
 
 
 def _verify_logs(tx: Transaction, verified: _Verified) -> None:
-    checkpoints: dict[str, list[tuple[int, int, str, str]]] = {}
-    for tenant, seq, size, root, note in _rows(
-        tx,
-        "log_checkpoints",
-        ["tenant_id", "seq", "size", "root_hash", "note"],
-        ("tenant_id", "seq"),
-    ):
-        checkpoints.setdefault(str(tenant), []).append((int(seq), int(size), str(root), str(note)))
-    leaves: dict[str, list[tuple[int, str]]] = {}
-    for tenant, position, leaf in _rows(
+    heads = {
+        str(tenant): (int(size), str(root), str(frontier), int(seq))
+        for tenant, size, root, frontier, seq in _pages(
+            tx,
+            "log_heads",
+            ["tenant_id", "size", "root_hash", "frontier", "checkpoint_seq"],
+            ("tenant_id",),
+        )
+    }
+    tenants = set()
+    for tenant, _ in _pages(tx, "log_checkpoints", ["tenant_id", "seq"], ("tenant_id", "seq")):
+        tenants.add(str(tenant))
+    log = _Log(tx, verified)
+    for tenant, position, leaf in _pages(
         tx, "log_entries", ["tenant_id", "position", "leaf_hash"], ("tenant_id", "position")
     ):
-        leaves.setdefault(str(tenant), []).append((int(position), str(leaf)))
-    heads = _rows(
-        tx,
-        "log_heads",
-        ["tenant_id", "size", "root_hash", "frontier", "checkpoint_seq"],
-        ("tenant_id",),
-    )
-    if not set(checkpoints) | set(leaves) <= {str(head[0]) for head in heads}:
+        log.leaf(str(tenant), int(position), str(leaf))
+    tenants |= log.tenants
+    if not tenants <= set(heads):
         raise _refuse("a log has checkpoints or entries but no head", "checkpoint_inconsistent")
-    for tenant_id, size, root, stored_frontier, checkpoint_seq in heads:
-        tenant = str(tenant_id)
-        frontier = Frontier()
-        due = {
-            at: (seq, root_hash, note) for seq, at, root_hash, note in checkpoints.get(tenant, [])
-        }
-        if 0 in due:
-            _check_checkpoint(tenant, frontier, *due[0])
-        for position, leaf in leaves.get(tenant, []):
-            if position != frontier.size:
-                raise _refuse(f"{tenant}'s log misses leaf {frontier.size}", "event_deleted")
-            frontier.append(bytes.fromhex(leaf))
-            if frontier.size in due:
-                _check_checkpoint(tenant, frontier, *due[frontier.size])
-        latest = max(checkpoints.get(tenant, [(0, 0, "", "")]))
-        if (
-            frontier.size != int(size)
-            or frontier.root().hex() != str(root)
-            or frontier.to_hex() != str(stored_frontier)
-            or int(checkpoint_seq) != latest[0]
-            or latest[1] != frontier.size
-        ):
+    for tenant in sorted(heads):
+        if tenant not in log.tenants:
+            log.start(tenant)
+    log.finish()
+    for tenant, head in heads.items():
+        frontier, latest = log.ends[tenant]
+        if (frontier.size, frontier.root().hex(), frontier.to_hex(), latest) != head:
             raise _refuse(
                 f"{tenant}'s log head does not match its leaves and latest checkpoint",
                 "log_root_mismatch",
             )
         verified.logs += 1
-        verified.checkpoints += len(checkpoints.get(tenant, []))
+
+
+class _Log:
+    """One tenant's log at a time, rebuilt leaf by leaf against its checkpoints."""
+
+    def __init__(self, tx: Transaction, verified: _Verified) -> None:
+        self.tx = tx
+        self.verified = verified
+        self.tenants: set[str] = set()
+        self.ends: dict[str, tuple[Frontier, int]] = {}
+        self.tenant: str | None = None
+        self.frontier = Frontier()
+        self.due: dict[int, tuple[int, str, str]] = {}
+        self.latest = 0
+
+    def start(self, tenant: str) -> None:
+        """Finish the tenant in hand and start ``tenant``'s log, empty."""
+        self.finish()
+        self.tenant = tenant
+        self.tenants.add(tenant)
+        self.frontier = Frontier()
+        self.due = {}
+        self.latest = 0
+        after = 0
+        while True:
+            rows = self.tx.all(
+                "log_checkpoints_after", {"tenant_id": tenant, "seq": after, "limit": _PAGE}
+            )
+            for row in rows:
+                after = int(row["seq"])
+                self.due[int(row["size"])] = (after, str(row["root_hash"]), str(row["note"]))
+            if len(rows) < _PAGE:
+                break
+        self.latest = after
+        self._check_due()
+
+    def leaf(self, tenant: str, position: int, leaf: str) -> None:
+        """Append ``tenant``'s leaf at ``position``."""
+        if tenant != self.tenant:
+            self.start(tenant)
+        if position != self.frontier.size:
+            raise _refuse(f"{tenant}'s log misses leaf {self.frontier.size}", "event_deleted")
+        self.frontier.append(bytes.fromhex(leaf))
+        self._check_due()
+
+    def _check_due(self) -> None:
+        found = self.due.pop(self.frontier.size, None)
+        if found is not None and self.tenant is not None:
+            _check_checkpoint(self.tenant, self.frontier, *found)
+            self.verified.checkpoints += 1
+
+    def finish(self) -> None:
+        """Close the tenant in hand: a checkpoint past its last leaf does not verify."""
+        if self.tenant is None:
+            return
+        if self.due:
+            raise _refuse(
+                f"{self.tenant}'s log has a checkpoint beyond its leaves", "log_root_mismatch"
+            )
+        self.ends[self.tenant] = (self.frontier, self.latest)
+        self.tenant = None
 
 
 def _check_checkpoint(tenant: str, frontier: Frontier, seq: int, root_hash: str, note: str) -> None:

@@ -249,7 +249,10 @@ class SQLiteStore:
         if _on_read_only_fs(self.path.parent) and self.path.is_file():
             # Nobody can write the file through this mount, so SQLite may read it as it stands
             # without the WAL index it can no longer create: reads answer, writes are refused.
-            uri = self.path.absolute().as_uri() + "?mode=ro&immutable=1"
+            # A WAL left behind (a process that did not close) holds commits: read through it.
+            wal = Path(f"{self.path}-wal")
+            kept = wal.is_file() and wal.stat().st_size > 0
+            uri = self.path.absolute().as_uri() + ("?mode=ro" if kept else "?mode=ro&immutable=1")
             connection = sqlite3.connect(
                 uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
             )
