@@ -3,6 +3,12 @@
 Python's ``sqlite3`` is opened with ``isolation_level=None`` so the store issues ``BEGIN
 IMMEDIATE`` / ``COMMIT`` itself: a deferred transaction that later writes is what produces
 unrecoverable ``SQLITE_BUSY`` under contention. Each thread gets its own connection.
+
+A full disk raises :class:`~effectledger.errors.StorageFull` and a file that cannot be written
+:class:`~effectledger.errors.StorageReadOnly`; the transaction rolls back whole. On a file
+system mounted read-only the file is opened read-only as it stands (through a WAL left behind,
+if any): reads answer, every write raises ``StorageReadOnly``, and once the file system is
+writable again each thread's next call reconnects normally.
 """
 
 from __future__ import annotations
