@@ -76,35 +76,52 @@ def verify_moved(tx: Transaction, verified: _Verified | None = None) -> None:
 
 
 def _verify_trails(tx: Transaction, verified: _Verified) -> None:
-    events = with_operation = 0
-    current: tuple[str, str] | None = None
-    for tenant, operation, _ in _pages(
+    """Walk the events in trail order beside the operations in key order (the database's own
+    order for both, so no comparison is made here): each trail's chain must verify up to its
+    operation's head, and every operation must meet its trail."""
+    order = ("tenant_id", "operation_id", "sequence")
+    columns = list(order) + [
+        name for name in access(tx).columns("audit_events") if name not in order
+    ]
+    operations = _pages(
         tx,
-        "audit_events",
-        ["tenant_id", "operation_id", "sequence"],
-        ("tenant_id", "operation_id", "sequence"),
-    ):
-        trail = (str(tenant), str(operation))
-        if trail == current:
-            continue
-        current = trail
-        key = {"tenant_id": trail[0], "operation_id": trail[1]}
-        row = tx.one("operation_get", key)
-        rows = tx.all("events_for_operation", key)
-        head = None if row is None else str(row["last_event_hash"])
+        "operations",
+        ["tenant_id", "operation_id", "last_event_hash"],
+        ("tenant_id", "operation_id"),
+    )
+    pending = next(operations, None)
+    matched = 0
+    trail: list[dict[str, Any]] = []
+
+    def close() -> None:
+        nonlocal pending, matched
+        if not trail:
+            return
+        key = (trail[0]["tenant_id"], trail[0]["operation_id"])
+        head = None
+        if pending is not None and (pending[0], pending[1]) == key:
+            head = str(pending[2])
+            matched += 1
+            pending = next(operations, None)
         try:
-            verify_chain([event_from_row(event) for event in rows], head=head)
+            verify_chain([event_from_row(event) for event in trail], head=head)
         except Exception as exc:
             raise _refuse(
-                f"the trail of {trail[0]}/{trail[1]} does not verify: {exc}", "event_edited"
+                f"the trail of {key[0]}/{key[1]} does not verify: {exc}", "event_edited"
             ) from exc
-        events += len(rows)
-        with_operation += row is not None
         verified.trails += 1
-    tables = access(tx)
-    if events != tables.count("audit_events"):  # pragma: no cover - the scan read them all
-        raise _refuse("some events are on no operation's trail", "event_inserted")
-    if with_operation != tables.count("operations"):
+        trail.clear()
+
+    for values in _pages(tx, "audit_events", columns, order):
+        event = dict(zip(columns, values, strict=True))
+        if trail and (event["tenant_id"], event["operation_id"]) != (
+            trail[0]["tenant_id"],
+            trail[0]["operation_id"],
+        ):
+            close()
+        trail.append(event)
+    close()
+    if matched != access(tx).count("operations"):
         raise _refuse("an operation has no trail", "event_deleted")
 
 
