@@ -133,7 +133,7 @@ def ledger_gauges(ledger: EffectLedger) -> Gauges | None:
 def _run(args: argparse.Namespace, out: Output) -> int:
     log_to_stderr(args.log_format)
     ledger = load_ledger(args.app, args.db)
-    gauges = ledger_gauges(ledger)
+    gauges = None
     try:
         worker = worker_from(ledger, args)
         if args.once:
@@ -141,6 +141,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             _summary(out, worker, done)
             return 0
         previous = stop_on_signals(worker)
+        gauges = ledger_gauges(ledger)  # a long-running worker only, once signals stop it
         try:
             worker.run()
         finally:
