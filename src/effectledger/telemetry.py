@@ -16,17 +16,37 @@ the agent's trace id (``effectledger.correlation.trace_id``).
 
 Metrics (counters): ``effectledger.performs`` by ``outcome``, ``effectledger.denials`` by
 ``reason``, ``effectledger.submissions`` and ``effectledger.lookups`` by ``outcome``,
-``effectledger.escalations``, ``effectledger.sealed_events``.
+``effectledger.escalations``, ``effectledger.sealed_events``. Observable gauges (read on
+collection, :func:`register_gauges`, registered by ``worker`` and ``serve``), each by
+``effectledger.tenant_id``: ``effectledger.operations`` (also by ``effectledger.state``),
+``effectledger.uncertain_operations``, ``effectledger.uncertain_oldest_age`` (s),
+``effectledger.seal_pending_events`` and ``effectledger.seal_lag`` (s).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["SCOPE", "Span", "correlation_attributes", "count", "outcome_of", "span"]
+__all__ = [
+    "GAUGES",
+    "SCOPE",
+    "Gauges",
+    "Reading",
+    "Span",
+    "correlation_attributes",
+    "count",
+    "outcome_of",
+    "register_gauges",
+    "span",
+]
+
+_log = logging.getLogger("effectledger.telemetry")
 
 SCOPE = "effectledger"
 """The instrumentation scope name of every span and metric."""
@@ -125,3 +145,100 @@ def count(name: str, amount: int = 1, **attributes: Attribute) -> None:
     """Add ``amount`` to the counter ``effectledger.<name>`` with ``attributes``."""
     if amount and _api() is not None:
         _counter(name).add(amount, {_key(k): v for k, v in attributes.items()})
+
+
+GAUGES: dict[str, tuple[str, str]] = {
+    "operations": ("{operation}", "Operations by tenant and state."),
+    "uncertain_operations": (
+        "{operation}",
+        "Operations whose effect may or may not have happened.",
+    ),
+    "uncertain_oldest_age": ("s", "How long the oldest uncertain operation has gone unchanged."),
+    "seal_pending_events": ("{event}", "Audit events not yet sealed into the signed log."),
+    "seal_lag": ("s", "Age of the oldest audit event not yet sealed."),
+}
+"""The observable gauges, ``effectledger.<name>``: unit and description."""
+
+Reading = Mapping[str, Sequence[tuple[float, Mapping[str, Attribute]]]]
+"""One reading of every gauge: per gauge name, its values with their attributes."""
+
+
+class Gauges:
+    """The gauges' shared reading: taken by the first gauge collected, reused by the others.
+
+    Collection asks each gauge in turn; a reading younger than ``refresh_s`` seconds serves
+    them all, so one collection costs one read of the store. :meth:`close` stops the readings
+    (the gauges then report nothing).
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], Reading],
+        *,
+        refresh_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read: Callable[[], Reading] | None = read
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reading: Reading = {}
+        self._taken: float | None = None
+        self.reads = 0
+
+    def values(self, name: str) -> Sequence[tuple[float, Mapping[str, Attribute]]]:
+        """The current values of gauge ``name``, reading the figures again if they are stale."""
+        with self._lock:
+            if self._read is None:
+                return ()
+            now = self._clock()
+            if self._taken is None or now - self._taken >= self._refresh_s:
+                self._taken = now
+                self.reads += 1
+                try:
+                    self._reading = self._read()
+                except Exception as exc:  # a collection must never fail because the store did
+                    _log.warning("the gauges could not read the ledger: %s", exc)
+                    self._reading = {}
+            return self._reading.get(name, ())
+
+    def close(self) -> None:
+        """Stop reading: every gauge reports nothing from now on."""
+        with self._lock:
+            self._read = None
+            self._reading = {}
+
+
+def register_gauges(
+    read: Callable[[], Reading],
+    *,
+    meter_provider: Any = None,
+    refresh_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Gauges | None:
+    """Register the observable gauges of :data:`GAUGES`, fed by ``read`` on collection.
+
+    With ``meter_provider`` (an SDK ``MeterProvider``) they go to it, otherwise to the global
+    one. Returns ``None`` without opentelemetry-api (nothing is registered).
+    """
+    api = _api()
+    if api is None:
+        return None
+    gauges = Gauges(read, refresh_s=refresh_s, clock=clock)
+    meter = api.metrics.get_meter(SCOPE, meter_provider=meter_provider)
+    for name, (unit, description) in GAUGES.items():
+        meter.create_observable_gauge(
+            f"{SCOPE}.{name}",
+            callbacks=[_callback(api, gauges, name)],
+            unit=unit,
+            description=description,
+        )
+    return gauges
+
+
+def _callback(api: Any, gauges: Gauges, name: str) -> Callable[[Any], Iterator[Any]]:
+    def observe(options: Any) -> Iterator[Any]:
+        for value, attributes in gauges.values(name):
+            yield api.metrics.Observation(value, {_key(k): v for k, v in attributes.items()})
+
+    return observe

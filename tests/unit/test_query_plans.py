@@ -33,6 +33,9 @@ WHOLE_TENANT = {
     "log_checkpoint_latest": "a tenant's latest checkpoint, newest first on its key",
     "api_keys_list": "an administrator's list of every API key",
     "api_keys_list_tenant": "an administrator's list of a tenant's API keys",
+    "operations_by_tenant_state": "the gauges count every tenant's operations by state",
+    "operations_uncertain_oldest_by_tenant": "the gauges: every tenant's uncertain operations",
+    "log_pending_oldest_by_tenant": "the gauges: every tenant's oldest pending entry",
     "operations_in_review": "the manual-review queue: the partial index holds only those in review",
 }
 _PARAMETER = re.compile(r":(\w+)")

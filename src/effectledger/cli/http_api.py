@@ -25,6 +25,7 @@ from effectledger.cli.options import Commands, add_db, add_json, open_existing
 from effectledger.cli.output import Output
 from effectledger.cli.worker import (
     add_worker_options,
+    ledger_gauges,
     log_to_stderr,
     stop_on_signals,
     worker_from,
@@ -111,6 +112,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     open_existing(args.db).close()  # the factory's connect would create a mistyped ledger
     ledger = load_ledger(args.app, args.db)
     worker = None
+    gauges = ledger_gauges(ledger)
     try:
         if args.worker:
             worker = worker_from(ledger, args)
@@ -134,6 +136,8 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
             worker.stop()
             worker.join()
             logging.getLogger("effectledger.workers").info("worker stopped")
+        if gauges is not None:
+            gauges.close()
         ledger.close()
     return 0
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectledger.app import EffectLedger
+from effectledger.audit.moving import move_ledger
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
@@ -17,7 +18,7 @@ from effectledger.events.authentication import trail_keys_from_environment
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model.operations import Context, Operation
 from effectledger.sql import migrations
-from effectledger.store import open_store
+from effectledger.store import open_store, redact
 from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
 
 __all__ = ["EXIT_UNCERTAIN", "operation_document", "register"]
@@ -31,12 +32,21 @@ def register(commands: Commands) -> None:
     """Add ``migrate``, ``status`` and ``recover``."""
     migrate = commands.add_parser(
         "migrate",
-        help="create the ledger schema or bring it up to date",
+        help="create the ledger schema or bring it up to date, or move a ledger to another store",
         description="Apply the pending schema migrations to the store, each once even when "
         "several processes migrate at the same time. The only command besides demo that "
-        "creates a database.",
+        "creates a database. With --from and --to, copy a whole ledger into an empty one "
+        "(every table, in one transaction of the target), verify it there (rows, trails, "
+        "logs and checkpoints) and commit only then: on any failure the target stays empty.",
     )
     add_db(migrate)
+    migrate.add_argument("--from", dest="from_url", metavar="URL", help="the ledger to move")
+    migrate.add_argument(
+        "--to", dest="to_url", metavar="URL", help="the empty store to move it into"
+    )
+    migrate.add_argument(
+        "--batch", type=int, default=1000, help="rows per batch with --from (default 1000)"
+    )
     add_json(migrate)
     migrate.set_defaults(handler=_migrate)
 
@@ -99,6 +109,8 @@ def register(commands: Commands) -> None:
 
 
 def _migrate(args: argparse.Namespace, out: Output) -> int:
+    if args.from_url is not None or args.to_url is not None:
+        return _move(args, out)
     store = open_store(args.db, migrate=False)
     try:
         applied = store.migrate()
@@ -112,6 +124,36 @@ def _migrate(args: argparse.Namespace, out: Output) -> int:
         out.line(f"applied migration(s) {names}; schema at version {latest}")
     else:
         out.line(f"schema already at version {latest}; nothing to apply")
+    return 0
+
+
+def _move(args: argparse.Namespace, out: Output) -> int:
+    if args.from_url is None or args.to_url is None:
+        raise InvalidInput("migrate moves a ledger with both --from URL and --to URL")
+    shown: dict[str, int] = {}
+
+    def progress(table: str, done: int, total: int) -> None:
+        if shown.get(table) != done:
+            shown[table] = done
+            out.line(f"migrate: {table} {done}/{total}", err=True)
+
+    report = move_ledger(args.from_url, args.to_url, batch=args.batch, progress=progress)
+    moved = sum(report.rows.values())
+    if out.json_mode:
+        out.json(
+            {
+                "rows": report.rows,
+                "trails": report.trails,
+                "logs": report.logs,
+                "checkpoints": report.checkpoints,
+                "verified": True,
+            }
+        )
+    else:
+        out.line(
+            f"moved {moved} rows of {len(report.rows)} tables to {redact(args.to_url)}; verified "
+            f"{report.trails} trails, {report.logs} logs and {report.checkpoints} checkpoints"
+        )
     return 0
 
 

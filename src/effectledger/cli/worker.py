@@ -23,11 +23,14 @@ from effectledger.app.config import SETTINGS, load_config
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json
 from effectledger.cli.output import Output
+from effectledger.ledger.summary import register_ledger_gauges
+from effectledger.telemetry import Gauges
 from effectledger.workers import Worker, WorkerSettings
 
 __all__ = [
     "JsonLines",
     "add_worker_options",
+    "ledger_gauges",
     "log_to_stderr",
     "register",
     "stop_on_signals",
@@ -123,9 +126,15 @@ def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
     return Worker(ledger, settings)
 
 
+def ledger_gauges(ledger: EffectLedger) -> Gauges | None:
+    """The ledger's OpenTelemetry gauges over every tenant, registered for this process."""
+    return register_ledger_gauges(ledger.store, ledger.ledger.clock)
+
+
 def _run(args: argparse.Namespace, out: Output) -> int:
     log_to_stderr(args.log_format)
     ledger = load_ledger(args.app, args.db)
+    gauges = None
     try:
         worker = worker_from(ledger, args)
         if args.once:
@@ -133,6 +142,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             _summary(out, worker, done)
             return 0
         previous = stop_on_signals(worker)
+        gauges = ledger_gauges(ledger)  # a long-running worker only, once signals stop it
         try:
             worker.run()
         finally:
@@ -141,6 +151,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
         _summary(out, worker, None)
         return 0
     finally:
+        if gauges is not None:
+            gauges.close()
         ledger.close()
 
 

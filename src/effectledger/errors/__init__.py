@@ -29,6 +29,7 @@ them.
     │   ├── ConcurrentModification        concurrent_modification (409)
     │   ├── OperationIdTaken              operation_id_taken (409)
     │   ├── InvalidTransition             invalid_transition (409)
+    │   ├── LedgerNotEmpty                ledger_not_empty (409)
     │   └── LogNotSealed                  log_not_sealed (409)
     ├── IntegrityError                    integrity (500)
     │   ├── TamperedCommand               tampered_command (500)
@@ -57,7 +58,9 @@ them.
     └── StorageError                      storage (503)
         ├── StorageBusy                   storage_busy (503)
         ├── ConstraintViolation           constraint_violation (409)
-        └── CommitUncertain               commit_uncertain (503)
+        ├── CommitUncertain               commit_uncertain (503)
+        ├── StorageFull                   storage_full (503)
+        └── StorageReadOnly               storage_read_only (503)
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ from effectledger.errors.base import (
     EvidenceRequired,
     InvalidInput,
     InvalidTransition,
+    LedgerNotEmpty,
     MalformedRequest,
     MissingExtra,
     NotFound,
@@ -111,6 +115,8 @@ from effectledger.errors.storage import (
     ConstraintViolation,
     StorageBusy,
     StorageError,
+    StorageFull,
+    StorageReadOnly,
 )
 
 __all__ = [
@@ -134,6 +140,7 @@ __all__ = [
     "IntegrityError",
     "InvalidInput",
     "InvalidTransition",
+    "LedgerNotEmpty",
     "LogKeyInvalid",
     "LogNotSealed",
     "MalformedRequest",
@@ -149,6 +156,8 @@ __all__ = [
     "SecretUnavailable",
     "StorageBusy",
     "StorageError",
+    "StorageFull",
+    "StorageReadOnly",
     "TamperedCommand",
     "TamperedOperation",
     "TamperedProposal",

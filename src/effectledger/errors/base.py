@@ -99,6 +99,12 @@ class Conflict(EffectLedgerError):
     status = 409
 
 
+class LedgerNotEmpty(Conflict):
+    """A whole ledger may be moved only into an empty one; the target holds rows, none written."""
+
+    code = "ledger_not_empty"
+
+
 class AdmissionConflict(Conflict):
     """An operation id was admitted before with another requester, revision or command."""
 

@@ -29,3 +29,22 @@ class CommitUncertain(StorageError):
     """A COMMIT was sent but its acknowledgement was lost; the outcome must be checked."""
 
     code = "commit_uncertain"
+
+
+class StorageFull(StorageError):
+    """The store has no room left (a full disk or quota); the transaction rolled back whole.
+
+    Nothing of the refused write is kept; reads still answer. Free space and the same call
+    succeeds: a worker backs off and resumes by itself.
+    """
+
+    code = "storage_full"
+
+
+class StorageReadOnly(StorageError):
+    """The store only reads (a read-only file system or server); nothing was written.
+
+    Reads still answer. Once the store is writable again the same call succeeds.
+    """
+
+    code = "storage_read_only"

@@ -6,7 +6,14 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
-from effectledger.errors import CommitUncertain, ConstraintViolation, StorageBusy, StorageError
+from effectledger.errors import (
+    CommitUncertain,
+    ConstraintViolation,
+    StorageBusy,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+)
 from effectledger.store import redact
 
 __all__ = ["RETRY_STATES", "Lost", "translate"]
@@ -49,6 +56,16 @@ def translate(exc: BaseException, label: str, *, attempts: int = 1) -> StorageEr
         if state in _BUSY_STATES:
             return StorageBusy(
                 f"{label}: the database stayed contended ({state})", attempts=attempts
+            )
+        if state == "53100":  # disk_full
+            return StorageFull(
+                redact(f"{label}: the database server's disk is full; nothing was written: {exc}"),
+                label=label,
+            )
+        if state == "25006":  # read_only_sql_transaction: a standby, or a read-only server
+            return StorageReadOnly(
+                redact(f"{label}: the database server only reads; nothing was written: {exc}"),
+                label=label,
             )
         if isinstance(exc, pg_errors.UndefinedTable):
             return StorageError(

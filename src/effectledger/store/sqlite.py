@@ -3,6 +3,12 @@
 Python's ``sqlite3`` is opened with ``isolation_level=None`` so the store issues ``BEGIN
 IMMEDIATE`` / ``COMMIT`` itself: a deferred transaction that later writes is what produces
 unrecoverable ``SQLITE_BUSY`` under contention. Each thread gets its own connection.
+
+A full disk raises :class:`~effectledger.errors.StorageFull` and a file that cannot be written
+:class:`~effectledger.errors.StorageReadOnly`; the transaction rolls back whole. On a file
+system mounted read-only the file is opened read-only as it stands (through a WAL left behind,
+if any): reads answer, every write raises ``StorageReadOnly``, and once the file system is
+writable again each thread's next call reconnects normally.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -23,6 +29,8 @@ from effectledger.errors import (
     NotFound,
     StorageBusy,
     StorageError,
+    StorageFull,
+    StorageReadOnly,
 )
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
@@ -34,6 +42,8 @@ __all__ = ["SQLiteStore"]
 T = TypeVar("T")
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
 MAX_ATTEMPTS = 3
+_SQLITE_READONLY = 8  # primary result codes (the low byte of an extended code)
+_SQLITE_FULL = 13
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -49,11 +59,33 @@ def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) 
         return ConstraintViolation(f"{label}: the database refused the write: {exc}")
     if _is_busy(exc):
         return StorageBusy(f"{label}: the database stayed locked", attempts=attempts)
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary == _SQLITE_FULL:
+        return StorageFull(
+            f"{label}: the disk holding the ledger is full; nothing was written", label=label
+        )
+    if primary == _SQLITE_READONLY:
+        return StorageReadOnly(
+            f"{label}: the ledger file cannot be written; nothing was written", label=label
+        )
     return StorageError(f"{label}: {type(exc).__name__}: {exc}")
+
+
+def _on_read_only_fs(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 class _Transaction:
     __slots__ = ("_compound", "_connection", "_queries")
+
+    def tables(self) -> _Tables:
+        """Whole-table access to this transaction, for moving a ledger to another store."""
+        return _Tables(self._connection)
 
     def __init__(
         self,
@@ -93,6 +125,62 @@ class _Transaction:
 
     def queue(self, name: str, params: Mapping[str, Any]) -> None:
         self.run(name, params)  # in process: nothing to save by waiting
+
+
+_COPY = load_statements("sqlite", "copy.sql")
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(f'"{name}"' for name in names)  # names checked by store.copying
+
+
+class _Tables:
+    """Whole-table reads and writes for moving a ledger (:mod:`effectledger.store.copying`)."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def tables(self) -> list[str]:
+        return [str(row[0]) for row in self._connection.execute(_COPY["copy_tables"])]
+
+    def columns(self, table: str) -> list[str]:
+        rows = self._connection.execute(_COPY["copy_columns"], {"table": table})
+        return [str(row[0]) for row in rows]
+
+    def count(self, table: str) -> int:
+        row = self._connection.execute(_COPY["copy_count"].format(table=_quoted([table])))
+        return int(row.fetchone()[0])
+
+    def page(
+        self,
+        table: str,
+        columns: Sequence[str],
+        order: Sequence[str],
+        after: Sequence[Any] | None,
+        limit: int,
+    ) -> list[tuple[Any, ...]]:
+        names = {"table": _quoted([table]), "columns": _quoted(columns), "order": _quoted(order)}
+        params: dict[str, Any] = {"limit": limit}
+        if after is None:
+            statement = _COPY["copy_first"].format(**names)
+        else:
+            marks = ", ".join(f":k{index}" for index in range(len(after)))
+            statement = _COPY["copy_after"].format(after=marks, **names)
+            params.update({f"k{index}": value for index, value in enumerate(after)})
+        return [tuple(row) for row in self._connection.execute(statement, params)]
+
+    def insert(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        statement = _COPY["copy_insert"].format(
+            table=_quoted([table]),
+            columns=_quoted(columns),
+            values=", ".join("?" for _ in columns),
+        )
+        self._connection.executemany(statement, rows)
+
+    def clear(self, table: str) -> None:
+        self._connection.execute(_COPY["copy_clear"].format(table=_quoted([table])))
 
 
 class SQLiteStore:
@@ -167,6 +255,19 @@ class SQLiteStore:
     # -- connections ---------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
+        if _on_read_only_fs(self.path.parent) and self.path.is_file():
+            # Nobody can write the file through this mount, so SQLite may read it as it stands
+            # without the WAL index it can no longer create: reads answer, writes are refused.
+            # A WAL left behind (a process that did not close) holds commits: read through it.
+            wal = Path(f"{self.path}-wal")
+            kept = wal.is_file() and wal.stat().st_size > 0
+            uri = self.path.absolute().as_uri() + ("?mode=ro" if kept else "?mode=ro&immutable=1")
+            connection = sqlite3.connect(
+                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
+            )
+            self._local.read_only = True
+            return connection
+        self._local.read_only = False
         if not self._create:
             uri = self.path.absolute().as_uri() + "?mode=rw"
             return sqlite3.connect(
@@ -213,6 +314,10 @@ class SQLiteStore:
             connection.row_factory = sqlite3.Row
             self._set_busy_timeout(connection, self.busy_timeout_ms)
             connection.execute(self._own["foreign_keys_on"])
+            if self._local.read_only:
+                with self._lock:
+                    self._connections.append(connection)
+                return connection
             mode = self._switch_to_wal(connection)
             if mode.lower() != "wal":
                 raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
@@ -244,6 +349,17 @@ class SQLiteStore:
             self._connections = []
             self._pid = os.getpid()
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if (
+            connection is not None
+            and self._local.read_only
+            and not _on_read_only_fs(self.path.parent)
+        ):  # the file system is writable again: reconnect, in WAL, to the file as it is now
+            with self._lock:
+                if connection in self._connections:
+                    self._connections.remove(connection)
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+            connection = None
         if connection is None:
             connection = self._connect()
             self._local.connection = connection
@@ -284,6 +400,13 @@ class SQLiteStore:
             with contextlib.suppress(sqlite3.Error):
                 self._set_busy_timeout(connection, self.busy_timeout_ms)
 
+    def _refuse_if_read_only(self, label: str) -> None:
+        if getattr(self._local, "read_only", False):
+            raise StorageReadOnly(
+                f"{label}: {self.path} is on a read-only file system; nothing was written",
+                label=label,
+            )
+
     def _write(
         self,
         connection: sqlite3.Connection,
@@ -291,6 +414,7 @@ class SQLiteStore:
         retries: RetryBudget,
         rerun_on: tuple[type[Exception], ...],
     ) -> T:
+        self._refuse_if_read_only(retries.label)
         own = self._own
         begin, commit, rollback = own["begin_write"], own["commit"], own["rollback"]
         for attempt in retries.attempts():
@@ -351,6 +475,12 @@ class SQLiteStore:
         """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
         connection = self._connection()
         applied: list[int] = []
+        latest = migrations("sqlite")[-1][0]
+        with contextlib.suppress(sqlite3.OperationalError):  # no schema_migrations table yet
+            row = connection.execute(self._queries["schema_version"]).fetchone()
+            if row is not None and row[0] is not None and row[0] >= latest:
+                return applied  # up to date: a read, so a read-only ledger opens too
+        self._refuse_if_read_only("migrate")
         try:
             connection.execute(self._own["migrations_create"])
             for version, name, sql in migrations("sqlite"):

@@ -35,6 +35,8 @@ from effectledger.errors import (
     LogKeyInvalid,
     StorageBusy,
     StorageError,
+    StorageFull,
+    StorageReadOnly,
 )
 from effectledger.model.operations import DispatchResult
 from effectledger.workers.recovery import RecoveryReport
@@ -64,7 +66,15 @@ class Passes(Protocol):
 
 log = logging.getLogger("effectledger.workers")
 
-_STORE_DOWN = frozenset({StorageError.code, StorageBusy.code, CommitUncertain.code})
+_STORE_DOWN = frozenset(
+    {
+        StorageError.code,
+        StorageBusy.code,
+        CommitUncertain.code,
+        StorageFull.code,
+        StorageReadOnly.code,
+    }
+)
 """Failure codes of a recovery pass that mean the store did not answer (back off)."""
 
 Wait = Callable[[float], bool]

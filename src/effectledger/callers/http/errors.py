@@ -54,6 +54,8 @@ STORAGE_MESSAGES = {
     "constraint_violation": "the ledger store refused the write; nothing was written",
     "commit_uncertain": "the ledger store did not confirm the commit; read the state before "
     "trying again",
+    "storage_full": "the ledger store is out of space; nothing was written, try again later",
+    "storage_read_only": "the ledger store is read-only; nothing was written, try again later",
 }
 """The fixed message a client gets for each store failure (the details stay in the log)."""
 

@@ -150,6 +150,15 @@ SELECT state, count(*) AS operations FROM operations WHERE tenant_id = :tenant_i
 SELECT count(*) AS uncertain, min(updated_us) AS oldest_us FROM operations
 WHERE tenant_id = :tenant_id AND state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW');
 
+-- name: operations_by_tenant_state
+-- Every tenant's operations counted by state: the gauges' one read per collection.
+SELECT tenant_id, state, count(*) AS operations FROM operations GROUP BY tenant_id, state;
+
+-- name: operations_uncertain_oldest_by_tenant
+-- Per tenant, how many operations are uncertain and the oldest last change among them (gauges).
+SELECT tenant_id, count(*) AS uncertain, min(updated_us) AS oldest_us FROM operations
+WHERE state IN ('IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW') GROUP BY tenant_id;
+
 -- name: operations_in_review
 -- The manual-review queue: the tenant's operations in MANUAL_REVIEW, soonest deadline first.
 SELECT * FROM operations
@@ -539,6 +548,11 @@ DELETE FROM log_pending WHERE pending_id = :pending_id;
 -- name: log_pending_oldest
 SELECT count(*) AS pending, min(recorded_us) AS oldest_us
 FROM log_pending WHERE tenant_id = :tenant_id;
+
+-- name: log_pending_oldest_by_tenant
+-- Per tenant, the events waiting to be sealed and the oldest one's time (gauges).
+SELECT tenant_id, count(*) AS pending, min(recorded_us) AS oldest_us
+FROM log_pending GROUP BY tenant_id;
 
 -- name: log_entry_insert
 INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, sealed_us)
