@@ -27,7 +27,10 @@ from effectledger import (
     Outcome,
 )
 from effectledger.app.keys import ApiKeys
+from effectledger.audit.cosign import Cosigner
 from effectledger.audit.moving import move_ledger
+from effectledger.audit.witness import Witness
+from effectledger.audit.witness_http import serve_witness
 from effectledger.cli import main as cli_main
 from effectledger.model.evidence import EvidencePolicy, capture
 from effectledger.store import open_store
@@ -61,7 +64,8 @@ def _refund(world: Refunds) -> OperationState:
 
 
 def _history(world: Refunds, tmp_path: Path) -> str:
-    """Two sealed refunds, a blob, a lost reply, an export, unsealed work; the uncertain id."""
+    """Two sealed refunds, a blob, a lost reply, a cosigned checkpoint, an export, unsealed work;
+    the uncertain id."""
     assert [_refund(world) for _ in range(2)] == [OperationState.SUCCEEDED] * 2
     admit(world.app.ledger, OPERATOR, world.receiver, "op-blob")
     prepared = world.app.ledger.claim(OPERATOR, "op-blob", attempt_id="attempt-blob")
@@ -73,7 +77,17 @@ def _history(world: Refunds, tmp_path: Path) -> str:
     )
     assert world.app.seal(REVIEWER).checkpoints == 1
     (lost,) = world.uncertain(1)
-    assert world.app.seal(REVIEWER).checkpoints == 1
+    cosigner = Cosigner("witness.example/w1", bytes(range(64, 96)))
+    witness = Witness(tmp_path / "witness.db", cosigner, [SIGNER.verifier()])
+    server = serve_witness(witness, port=0)
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}={cosigner.verifier().key_string()}"
+        (sealed,) = world.app.seal_pending(witnesses=[endpoint])  # its checkpoint is cosigned
+        assert (sealed.checkpoints, sealed.cosigned) == (1, 2), sealed  # the old and the new
+    finally:
+        server.shutdown()
+        server.server_close()
+        witness.close()
     world.app.export(REVIEWER, tmp_path / "before.jsonl", exporter_id="nightly")
     assert _refund(world) is OperationState.SUCCEEDED  # its events wait to be sealed
     ApiKeys(world.app.store).create(tenant_id="acme", actor_id="rita", roles=["approver"])

@@ -38,6 +38,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("log_entries", ("tenant_id", "position")),
     ("log_heads", ("tenant_id",)),
     ("log_checkpoints", ("tenant_id", "seq")),
+    ("checkpoint_cosignatures", ("tenant_id", "seq", "witness_key")),
     ("export_cursors", ("exporter_id", "tenant_id")),
     ("evidence_blobs", ("tenant_id", "sha256")),
     ("api_keys", ("key_id",)),
