@@ -38,9 +38,8 @@ from effectledger.audit.bundle_scan import (
 )
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.diagnose import Finding, diagnose
-from effectledger.audit.frontier import Frontier
+from effectledger.audit.frontier import roots_at
 from effectledger.audit.keys import origin_for, parse_verifiers
-from effectledger.audit.merkle import EMPTY_ROOT
 from effectledger.audit.proofs import verify_inclusion
 from effectledger.audit.signers import Verifier
 from effectledger.audit.tlog import Checkpoint
@@ -80,18 +79,6 @@ class VerificationReport:
                 reason=first.code,
                 findings=[finding.to_dict() for finding in self.findings],
             )
-
-
-def _roots(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
-    wanted = sorted({size for size in sizes if 0 <= size <= len(leaves)})
-    roots: dict[int, bytes] = {0: EMPTY_ROOT}
-    frontier = Frontier()
-    append = frontier.append
-    for size in wanted:
-        for leaf in leaves[frontier.size : size]:
-            append(leaf)
-        roots[size] = frontier.root()
-    return roots
 
 
 def verify_bundle(
@@ -173,7 +160,7 @@ def verify_bundle(
             len({event.operation_id for event in scan.receipt_events}),
         )
     else:
-        roots = _roots(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
+        roots = roots_at(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
         findings += _numbering(scan)  # a skipped number names what the missing proof follows from
         findings += checks.findings
         findings += [finding for _, finding in kept if finding is not None]
@@ -263,7 +250,14 @@ def _log_findings(
 
 
 def _numbering(scan: BundleScan) -> list[Finding]:
-    """A log bundle holds every checkpoint: their numbers run 1, 2, 3, ... without a gap."""
+    """A log bundle holds every checkpoint once: their numbers run 1, 2, 3, ... without a gap.
+
+    ``seq`` is not signed, so nothing else relies on it: checkpoints are judged in the order of
+    their lines, each against the one before it. A gap is ``checkpoint_deleted``, a number that
+    repeats or goes back (a duplicated line) ``bundle_malformed``. A deletion hidden by
+    renumbering is harmless: the remaining checkpoints are each signed and proven consistent with
+    the one before, and the last covers every event (docs/evidence.md §5).
+    """
     findings: list[Finding] = []
     expected = 1
     for seq, _ in scan.notes:
@@ -274,6 +268,14 @@ def _numbering(scan: BundleScan) -> list[Finding]:
                     code="checkpoint_deleted",
                     message=f"checkpoint {missing} is missing before checkpoint #{seq}: a log "
                     "bundle holds every checkpoint",
+                )
+            )
+        elif seq < expected:
+            findings.append(
+                Finding(
+                    code="bundle_malformed",
+                    message=f"checkpoint #{seq} comes again after #{expected - 1}: a log bundle "
+                    "holds each checkpoint once",
                 )
             )
         expected = max(expected, seq + 1)
