@@ -5,7 +5,10 @@ stated hashes hold (:func:`~effectledger.audit.bundle_reader.scan_event_line`) c
 and a few comparisons; it leaves its leaf hash and its operation's chain head and marks the scan
 ``suspicious`` if its position, tenant, sequence or link is not the expected one. Any other line
 is parsed strictly; checkpoints, consistency and inclusion proofs are collected for the checks of
-:mod:`effectledger.audit.verify`, and malformed lines become ``bundle_malformed`` findings.
+:mod:`effectledger.audit.verify`, and malformed lines become ``bundle_malformed`` findings. The
+evidence blobs events cite are noted (a canonical event line costs one more byte search for
+that), and each ``blob`` line's content is checked against its stated hash
+(``evidence_edited``). The file is read a few megabytes at a time and split in C.
 """
 
 from __future__ import annotations
@@ -55,7 +58,9 @@ class BundleScan:
     inclusions: dict[str, dict[str, Any]] = field(default_factory=dict)
     receipt_events: list[EventLine] = field(default_factory=list)
     cited: dict[str, int] = field(default_factory=dict)
+    """The SHA-256 of each evidence blob an event cites, with the first citing position."""
     blobs: set[str] = field(default_factory=set)
+    """The SHA-256 each well-formed blob line states (its content checked against it)."""
 
 
 def bundle_lines(source: Source) -> Iterator[bytes]:
@@ -219,6 +224,7 @@ def _blob(scan: BundleScan, value: dict[str, Any], number: int) -> None:
             Finding(code="bundle_malformed", message=f"line {number}: a blob is not base64")
         )
         return
+    scan.blobs.add(digest)
     if hashlib.sha256(data).hexdigest() != digest:
         scan.findings.append(
             Finding(
@@ -227,8 +233,6 @@ def _blob(scan: BundleScan, value: dict[str, Any], number: int) -> None:
                 "its hash",
             )
         )
-        return
-    scan.blobs.add(digest)
 
 
 def _event(scan: BundleScan, event: EventLine, tenant: bytes | None, receipt: bool) -> None:

@@ -14,7 +14,15 @@ code (the reasons of :class:`~effectledger.errors.AuditVerificationFailed`):
    fails, a second pass over the file names it: ``event_edited``, ``event_deleted``,
    ``event_reordered``, ``event_inserted``, ``operation_deleted``, or ``log_root_mismatch``
    when the events are internally consistent yet do not reproduce a signed root;
-4. for a ``receipt`` bundle: each event's inclusion proof (``inclusion_proof_invalid``).
+4. for a ``receipt`` bundle: each event's inclusion proof (``inclusion_proof_invalid``);
+5. for both: every evidence blob an event cites is carried, its content matching the hash the
+   event commits to (``evidence_missing``, ``evidence_edited``).
+
+:func:`verify_bundle` gathers the findings of one scan (:mod:`effectledger.audit.bundle_scan`)
+from one function per step: ``_numbering`` (log bundles), ``_checkpoint_findings`` (signatures,
+consistency, kept checkpoints), ``_log_findings`` or ``_receipt_findings``, and
+``_evidence_findings``. Checkpoint numbers (``seq``) are not signed and serve only as labels and
+for ``_numbering``: every check relies on the order of the lines.
 
 The fast path hashes each event line's canonical bytes in place (two SHA-256 per event plus one
 per Merkle node) and keeps only the leaf hashes and each operation's chain head in memory.
@@ -152,8 +160,7 @@ def verify_bundle(
     checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
     kept = checks.open_kept(trusted_checkpoints)
     if kind == KIND_RECEIPT:
-        findings += checks.findings
-        findings += [finding for _, finding in kept if finding is not None]
+        findings += _checkpoint_findings(checks, kept)
         findings += _receipt_findings(scan, checks.accepted)
         events, operations = (
             len(scan.receipt_events),
@@ -162,10 +169,10 @@ def verify_bundle(
     else:
         roots = roots_at(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
         findings += _numbering(scan)  # a skipped number names what the missing proof follows from
-        findings += checks.findings
-        findings += [finding for _, finding in kept if finding is not None]
+        findings += _checkpoint_findings(checks, kept)
         findings += _log_findings(source, scan, checks, roots, [c for c, _ in kept if c], tenant)
         events, operations = len(scan.leaves), len(scan.chains)
+    findings += _evidence_findings(scan)
     accepted = checks.accepted
     if not accepted and not any(f.code != "bundle_malformed" for f in findings):
         findings.append(Finding(code="checkpoint_missing", message="no signed checkpoint"))
@@ -191,6 +198,42 @@ def _unique(findings: Iterable[Finding]) -> Iterator[Finding]:
         if key not in seen:
             seen.add(key)
             yield finding
+
+
+def _checkpoint_findings(
+    checks: CheckpointChecks, kept: Sequence[tuple[Checkpoint | None, Finding | None]]
+) -> list[Finding]:
+    """Step 2 for either kind of bundle: the checkpoints' signatures and consistency, and the
+    checkpoints the reviewer kept. Further checks of the signed checkpoints (``checks.accepted``,
+    in bundle order) belong here, beside these."""
+    return [*checks.findings, *(finding for _, finding in kept if finding is not None)]
+
+
+def _evidence_findings(scan: BundleScan) -> list[Finding]:
+    """Every evidence blob an event cites travels in the bundle; every blob line is cited.
+
+    A cited blob without its line is ``evidence_missing``; a blob line whose content does not
+    match its hash was named ``evidence_edited`` by the scan; a blob no event cites carries bytes
+    no signature covers, ``bundle_malformed``.
+    """
+    findings = [
+        Finding(
+            code="evidence_missing",
+            message=f"the event at position {position} cites evidence sha256:{digest} that the "
+            "bundle does not carry",
+            position=position,
+        )
+        for digest, position in scan.cited.items()
+        if digest not in scan.blobs
+    ]
+    findings += [
+        Finding(
+            code="bundle_malformed",
+            message=f"the blob sha256:{digest} is cited by no event: no signature covers it",
+        )
+        for digest in sorted(scan.blobs - scan.cited.keys())
+    ]
+    return findings
 
 
 def _log_findings(

@@ -36,13 +36,14 @@ them.
     │   ├── TamperedOperation             tampered_operation (500)
     │   ├── MissingAdmission              missing_admission (500)
     │   ├── ChainBreak                    audit_chain_broken (500)
+    │   ├── EvidenceMissing               evidence_missing (500)
     │   └── AuditVerificationFailed       audit_verification_failed (500)
     │         reason: bundle_malformed, checkpoint_missing, checkpoint_malformed,
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
     │                 checkpoint_inconsistent, checkpoint_deleted, checkpoint_reordered,
     │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
     │                 event_inserted, operation_deleted, log_root_mismatch, log_emptied,
-    │                 log_rolled_back, log_forked
+    │                 log_rolled_back, log_forked, evidence_missing, evidence_edited
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)
@@ -92,6 +93,7 @@ from effectledger.errors.destinations import (
 from effectledger.errors.evidence import (
     AuditVerificationFailed,
     ChainBreak,
+    EvidenceMissing,
     ExportCursorMismatch,
     ExportFailed,
     IntegrityError,
@@ -127,6 +129,7 @@ __all__ = [
     "DestinationMismatch",
     "DestinationUnavailable",
     "EffectLedgerError",
+    "EvidenceMissing",
     "EvidenceRequired",
     "ExportCursorMismatch",
     "ExportFailed",

@@ -49,6 +49,16 @@ class MissingAdmission(IntegrityError):
     code = "missing_admission"
 
 
+class EvidenceMissing(IntegrityError):
+    """An event cites an evidence blob (``evidence_blobs/sha256:…``) the store no longer holds.
+
+    Raised wherever the evidence is read or handed on: loading it, exporting or proving the
+    event, explaining its operation. ``details``: ``reference`` and, where known, ``event_id``.
+    """
+
+    code = "evidence_missing"
+
+
 class AuditVerificationFailed(IntegrityError, ReasonedError):
     """The audit evidence does not verify: an event, the log or a checkpoint was changed.
 
@@ -77,6 +87,8 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "log_emptied",
         "log_rolled_back",
         "log_forked",
+        "evidence_missing",
+        "evidence_edited",
     )
 
 
