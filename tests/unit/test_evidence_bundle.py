@@ -171,3 +171,36 @@ def test_an_empty_bundle_never_verifies() -> None:
     assert not alone.ok
     withheld = verify_bundle(b"", [SIGNER.verifier()], trusted_checkpoints=[kept])
     assert [f.code for f in withheld.findings] == ["checkpoint_inconsistent"]
+
+
+def _signed_bundle(bodies: list[dict[str, object]]) -> bytes:
+    """A log bundle of ``bodies`` (one operation's chain, in order) under one checkpoint."""
+    from effectledger.audit.bundle import checkpoint_line, header_line
+    from effectledger.audit.merkle import MerkleTree
+    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
+    from tests.support.evidence import SIGNER
+
+    lines, tree, previous = [header_line("acme")], MerkleTree(), GENESIS_HASH
+    for position, body in enumerate(bodies):
+        data = entry_bytes({**body, "prev_hash": previous, "sequence": position + 1})
+        previous = hash_of_entry(data)
+        tree.append(leaf_of_entry(data))
+        lines.append(event_line(data, previous, leaf_of_entry(data), position))
+    note = sign_checkpoint(Checkpoint("effectledger/acme", tree.size, tree.root()), [SIGNER])
+    return b"".join([*lines, checkpoint_line(1, note)])
+
+
+@pytest.mark.parametrize("operation_id", ["op-1", 'op "quoted"', "op \\ back"])
+def test_the_verifiers_loop_takes_escaped_ids_by_the_exact_path(operation_id: str) -> None:
+    """A chain whose operation id needs escapes verifies like a plain one, and an edited event
+    of it is still named: the loop's loose pattern leaves such lines to the exact parser."""
+    from effectledger.audit.verify import verify_bundle
+    from tests.support.evidence import VERIFIER_KEY
+
+    bodies = [_body(operation_id=operation_id, event_id=f"{n:032x}") for n in range(3)]
+    bundle = _signed_bundle(bodies)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings
+    assert (report.events, report.operations) == (3, 1)
+    edited = bundle.replace(b'"actor":"alice"', b'"actor":"mallory"', 1)
+    assert not verify_bundle(edited, [VERIFIER_KEY]).ok

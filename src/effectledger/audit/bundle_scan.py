@@ -14,6 +14,7 @@ that), and each ``blob`` line's content is checked against its stated hash
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import os
 import re
@@ -27,7 +28,7 @@ from effectledger.audit.bundle_reader import (
     ENTRY_END,
     EVENT_START,
     OPERATION_KEY,
-    TAIL_PATTERN,
+    SCAN_PATTERN,
     EventLine,
     cited_blob,
     parse_line,
@@ -117,7 +118,8 @@ def scan_bundle(source: Source) -> BundleScan:
     leaves, chains = scan.leaves, scan.chains
     add_leaf = leaves.append
     genesis = GENESIS_HASH.encode()
-    match = TAIL_PATTERN.fullmatch
+    match = SCAN_PATTERN.fullmatch
+    hexlify = binascii.hexlify
     event_start, operation_key, entry_at = EVENT_START, OPERATION_KEY, len(ENTRY_START)
     sha256 = hashlib.sha256
     domain_v1, domain_v2 = EVENT_DOMAINS[1], EVENT_DOMAINS[2]
@@ -140,9 +142,9 @@ def scan_bundle(source: Source) -> BundleScan:
                 )
                 leaf = sha256(b"\x00" + entry).digest()
                 if (
-                    sha256((domain_v1 if mark is None else domain_v2) + entry).hexdigest().encode()
+                    hexlify(sha256((domain_v1 if mark is None else domain_v2) + entry).digest())
                     == digest
-                    and leaf.hex().encode() == stated_leaf
+                    and hexlify(leaf) == stated_leaf
                 ):
                     state = chains.get(operation)
                     step = int(sequence)
