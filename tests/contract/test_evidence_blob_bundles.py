@@ -216,3 +216,28 @@ def test_a_receipt_carries_its_events_blob(
     del lines[at]
     write_lines(path, lines)
     assert _codes(verify_bundle(path, [VERIFIER_KEY])) == ["evidence_missing"]
+
+
+def test_a_bundle_whose_events_cite_no_blob_has_no_blob_line_and_verifies(
+    ledger: Ledger,
+    context: Context,
+    receiver: SimulatedReceiver,
+    store: Store,
+    clock: ManualClock,
+    tmp_path: Path,
+) -> None:
+    """A log whose events cite no blob exports as bundles always did, and verifies."""
+    make_history(ledger, receiver, context)
+    LogSealer(store, SIGNER, clock=clock, batch_size=5).seal("acme")
+    path = tmp_path / "acme.jsonl"
+    export_log(store, "acme", path, clock=clock)
+    lines = read_lines(path)
+    assert {parsed(line)["type"] for line in lines} == {
+        "bundle",
+        "event",
+        "checkpoint",
+        "consistency",
+    }
+    report = verify_bundle(path, [VERIFIER_KEY])
+    assert report.ok, report.findings
+    assert report.events == 12

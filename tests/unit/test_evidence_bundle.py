@@ -204,3 +204,28 @@ def test_the_verifiers_loop_takes_escaped_ids_by_the_exact_path(operation_id: st
     assert (report.events, report.operations) == (3, 1)
     edited = bundle.replace(b'"actor":"alice"', b'"actor":"mallory"', 1)
     assert not verify_bundle(edited, [VERIFIER_KEY]).ok
+
+
+@pytest.mark.parametrize("operation_id", ["op-1", 'op "quoted"'])
+def test_the_blob_an_event_cites_is_its_own_reference_not_one_its_details_spell(
+    operation_id: str,
+) -> None:
+    """The scan notes the blob the body's own evidence_reference cites, on the fast path and the
+    exact one alike, and not a blob reference spelled inside the details or another string."""
+    from effectledger.audit.bundle_reader import cited_blob
+    from effectledger.audit.bundle_scan import scan_bundle
+
+    spelled = "evidence_blobs/sha256:" + "a" * 64
+    details = {"evidence_reference": spelled, "note": f',"evidence_reference":"{spelled}"'}
+    own = "evidence_blobs/sha256:" + "b" * 64
+    bodies = [
+        _body(operation_id=operation_id, event_id="1" * 32, details=details),
+        _body(operation_id=operation_id, event_id="2" * 32, details=details, actor=spelled),
+        _body(
+            operation_id=operation_id, event_id="3" * 32, details=details, evidence_reference=own
+        ),
+    ]
+    bodies[1]["evidence_reference"] = None
+    scan = scan_bundle(_signed_bundle(bodies))
+    assert scan.cited == {"b" * 64: 2}
+    assert [cited_blob(entry_bytes(body)) for body in bodies] == [None, None, "b" * 64]

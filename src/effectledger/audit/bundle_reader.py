@@ -38,7 +38,7 @@ __all__ = [
     "BLOB_MARK",
     "ENTRY_END",
     "EVENT_START",
-    "OPERATION_KEY",
+    "REFERENCE_KEY",
     "SCAN_PATTERN",
     "TAIL_PATTERN",
     "EventLine",
@@ -130,24 +130,38 @@ def _text(raw: bytes) -> str:
     return value
 
 
-# The canonical event line's tail, from the body's ``,"operation_id":"`` key to the end, as one
-# pattern generated from the same keys: the body's last five fields, ``}`` and the fixed-shape
-# suffix. The body's own key is the *last* ``,"operation_id":"`` of the line (``rfind``): every
-# field after the details is a scalar, and in canonical JSON ``,"`` with an unescaped quote
-# occurs only as structure. Ids are their canonical text (no unescaped quote); the hashes are
-# taken loosely because the caller compares each with the hash it computes (or the chain's), and
-# the position, outside the entry, must be a canonical integer. Groups: operation, prev hash,
-# sequence, tenant, stated event hash, its ``v2:`` mark (or ``None``), its digits, leaf hash,
-# position; the entry ends :data:`ENTRY_END` bytes before group 5.
+# The canonical event line's tail, from the body's ``,"evidence_reference":`` key to the end, as
+# one pattern generated from the same keys: the body's last seven fields, ``}`` and the
+# fixed-shape suffix. The body's own key is the *last* ``,"evidence_reference":`` of the line
+# (``rfind``): every field after the details is a scalar, and in canonical JSON ``,"`` with an
+# unescaped quote occurs only as structure. Ids are their canonical text (no unescaped quote);
+# the hashes are taken loosely because the caller compares each with the hash it computes (or
+# the chain's), and the position, outside the entry, must be a canonical integer. Groups: the
+# SHA-256 of the evidence blob the event cites (or ``None``), operation, prev hash, sequence,
+# tenant, stated event hash, its ``v2:`` mark (or ``None``), its digits, leaf hash, position;
+# the entry ends :data:`ENTRY_END` bytes before group 6.
+if tuple(field.name for field in TAIL_FIELDS[-7:-5]) != ("evidence_reference", "observation_id"):
+    raise AssertionError("the event scanner expects evidence_reference, observation_id last")
 _STRING: Final = rb'([^"\\]*(?:\\.[^"\\]*)*)'
 _LOOSE: Final = rb'([^"]*)'
 _COUNT: Final = b"(0|[1-9][0-9]*)"
+_REFERENCE_KEY: Final = _key("evidence_reference", quoted_before=False, quoted_after=False)
+_OBSERVATION_KEY: Final = _key("observation_id", quoted_before=False, quoted_after=False)
+_UNCAPTURED: Final = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
 EVENT_START: Final = ENTRY_START + FIRST_KEY
 """How a canonical event line starts: ``{"entry":{"actor":``."""
-OPERATION_KEY: Final = _OPERATION_KEY
-"""Where the tail :data:`TAIL_PATTERN` matches begins: the body's last ``,"operation_id":"``."""
+REFERENCE_KEY: Final = _REFERENCE_KEY
+"""Where :data:`TAIL_PATTERN` matches: the body's last ``,"evidence_reference":``."""
 TAIL_PATTERN: Final = re.compile(
-    re.escape(_OPERATION_KEY)
+    re.escape(_REFERENCE_KEY)
+    + rb'(?:null|"evidence_blobs/sha256:([0-9a-f]{64})"|'
+    + _UNCAPTURED
+    + b")"
+    + re.escape(_OBSERVATION_KEY)
+    + b"(?:null|"
+    + _UNCAPTURED
+    + b")"
+    + re.escape(_OPERATION_KEY)
     + _STRING
     + re.escape(_PREV_KEY)
     + _LOOSE
@@ -167,21 +181,24 @@ TAIL_PATTERN: Final = re.compile(
     re.DOTALL,
 )
 """The tail of an event line in the canonical shape (see the comment above)."""
-SCAN_PATTERN: Final = re.compile(TAIL_PATTERN.pattern.replace(_STRING, _LOOSE), re.DOTALL)
+SCAN_PATTERN: Final = re.compile(
+    TAIL_PATTERN.pattern.replace(_STRING, _LOOSE),
+    re.DOTALL,
+)
 """:data:`TAIL_PATTERN` for ids without an escaped quote: the verifier's loop takes the line
 with this one (a little faster) and leaves any other line to :func:`parse_event_line`."""
 ENTRY_END: Final = len(_HASH_KEY)
-"""How far before the event hash's group (:data:`TAIL_PATTERN` group 5) the entry ends."""
+"""How far before the event hash's group (:data:`TAIL_PATTERN` group 6) the entry ends."""
 
 
 def match_event_line(line: bytes) -> re.Match[bytes] | None:
     """The :data:`TAIL_PATTERN` match of a line in the canonical event shape, else ``None``.
 
-    The entry is ``line[len(ENTRY_START) : match.start(5) - ENTRY_END]``.
+    The entry is ``line[len(ENTRY_START) : match.start(6) - ENTRY_END]``.
     """
     if not line.startswith(EVENT_START):
         return None
-    return TAIL_PATTERN.fullmatch(line, line.rfind(_OPERATION_KEY))
+    return TAIL_PATTERN.fullmatch(line, line.rfind(_REFERENCE_KEY))
 
 
 def _fast(line: bytes) -> EventLine | None:
@@ -189,8 +206,8 @@ def _fast(line: bytes) -> EventLine | None:
     found = match_event_line(line)
     if found is None:
         return None
-    entry = line[_ENTRY_AT : found.start(5) - ENTRY_END]
-    operation, prev_hash, sequence, tenant, stated, _, _, leaf, digits = found.groups()
+    entry = line[_ENTRY_AT : found.start(6) - ENTRY_END]
+    _, operation, prev_hash, sequence, tenant, stated, _, _, leaf, digits = found.groups()
     start = line.rfind(_EVENT_ID_KEY, _ENTRY_AT) + len(_EVENT_ID_KEY)
     end = line.find(_EVENT_ID_END, start)
     if start < len(_EVENT_ID_KEY) or end < 0:
@@ -281,8 +298,8 @@ def scan_event_line(line: bytes) -> ScannedEvent | None:
     found = match_event_line(line)
     if found is None:
         return None
-    entry = line[_ENTRY_AT : found.start(5) - ENTRY_END]
-    operation, prev_hash, sequence, tenant, stated, mark, digest, stated_leaf, digits = (
+    entry = line[_ENTRY_AT : found.start(6) - ENTRY_END]
+    _, operation, prev_hash, sequence, tenant, stated, mark, digest, stated_leaf, digits = (
         found.groups()
     )
     domain = _DOMAIN_V1 if mark is None else _DOMAIN_V2
@@ -294,7 +311,6 @@ def scan_event_line(line: bytes) -> ScannedEvent | None:
 
 BLOB_MARK: Final = b'"evidence_reference":"evidence_blobs/sha256:'
 """In every entry that cites an evidence blob (and, rarely, in one whose details spell it)."""
-_REFERENCE_KEY: Final = _key("evidence_reference", quoted_before=False, quoted_after=False)
 _CITED: Final = re.compile(re.escape(_REFERENCE_KEY) + rb'"evidence_blobs/sha256:([0-9a-f]{64})"')
 if TAIL_FIELDS[2].name != "evidence_reference" or TAIL_FIELDS[2].kind != "optional_text":
     raise AssertionError("the blob scanner expects evidence_reference among the scalar fields")

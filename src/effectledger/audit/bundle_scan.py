@@ -24,10 +24,9 @@ from typing import Any
 
 from effectledger.audit.bundle import ENTRY_START, KIND_RECEIPT
 from effectledger.audit.bundle_reader import (
-    BLOB_MARK,
     ENTRY_END,
     EVENT_START,
-    OPERATION_KEY,
+    REFERENCE_KEY,
     SCAN_PATTERN,
     EventLine,
     cited_blob,
@@ -120,10 +119,9 @@ def scan_bundle(source: Source) -> BundleScan:
     genesis = GENESIS_HASH.encode()
     match = SCAN_PATTERN.fullmatch
     hexlify = binascii.hexlify
-    event_start, operation_key, entry_at = EVENT_START, OPERATION_KEY, len(ENTRY_START)
+    event_start, reference_key, entry_at = EVENT_START, REFERENCE_KEY, len(ENTRY_START)
     sha256 = hashlib.sha256
     domain_v1, domain_v2 = EVENT_DOMAINS[1], EVENT_DOMAINS[2]
-    blob_mark = BLOB_MARK
     number = 0
     for batch, complete in _batches(source):
         if not complete:  # the bundle's last line, torn
@@ -131,20 +129,20 @@ def scan_bundle(source: Source) -> BundleScan:
         for line in batch:
             number += 1
             found = (
-                match(line, line.rfind(operation_key))
+                match(line, line.rfind(reference_key))
                 if receipt is False and line.startswith(event_start)
                 else None
             )
             if found is not None:  # the common case, kept lean: scan_event_line, inlined
-                entry = line[entry_at : found.start(5) - ENTRY_END]
-                operation, prev_hash, sequence, owner, stated, mark, digest, stated_leaf, at = (
+                entry = line[entry_at : found.start(6) - ENTRY_END]
+                cited, operation, prev_hash, sequence, owner, stated, mark, digest, leaf_hex, at = (
                     found.groups()
                 )
                 leaf = sha256(b"\x00" + entry).digest()
                 if (
                     hexlify(sha256((domain_v1 if mark is None else domain_v2) + entry).digest())
                     == digest
-                    and hexlify(leaf) == stated_leaf
+                    and hexlify(leaf) == leaf_hex
                 ):
                     state = chains.get(operation)
                     step = int(sequence)
@@ -157,8 +155,8 @@ def scan_bundle(source: Source) -> BundleScan:
                     chains[operation] = (step, stated)
                     if int(at) != len(leaves) or owner != tenant:
                         scan.suspicious = True
-                    if blob_mark in entry:
-                        _cite(scan, entry, len(leaves))
+                    if cited is not None:
+                        scan.cited.setdefault(cited.decode("ascii"), len(leaves))
                     add_leaf(leaf)
                     continue
             if _line(scan, line, number, tenant, receipt):
