@@ -182,7 +182,7 @@ TAIL_PATTERN: Final = re.compile(
 )
 """The tail of an event line in the canonical shape (see the comment above)."""
 SCAN_PATTERN: Final = re.compile(
-    TAIL_PATTERN.pattern.replace(_STRING, _LOOSE),
+    TAIL_PATTERN.pattern.replace(_STRING, _LOOSE).replace(_UNCAPTURED, b'"[^"]*"'),
     re.DOTALL,
 )
 """:data:`TAIL_PATTERN` for ids without an escaped quote: the verifier's loop takes the line
