@@ -299,7 +299,7 @@ def _numbering(scan: BundleScan) -> list[Finding]:
     their lines, each against the one before it. A gap is ``checkpoint_deleted``, a number that
     repeats or goes back (a duplicated line) ``bundle_malformed``. A deletion hidden by
     renumbering is harmless: the remaining checkpoints are each signed and proven consistent with
-    the one before, and the last covers every event (docs/evidence.md §5).
+    the one before, and the last covers every event (docs/evidence.md §4).
     """
     findings: list[Finding] = []
     expected = 1
