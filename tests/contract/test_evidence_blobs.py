@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from effectledger import Context, Observation, OperationState, Outcome, SimulatedReceiver
-from effectledger.errors import IntegrityError
+from effectledger.errors import EvidenceMissing, IntegrityError
 from effectledger.ledger import Ledger
 from effectledger.ledger.evidence import load_evidence
 from effectledger.model.evidence import EvidencePolicy, capture
@@ -27,7 +27,7 @@ def test_record_stores_the_blob_and_references_it_from_the_event(
     ledger: Ledger, context: Context, receiver: SimulatedReceiver
 ) -> None:
     """An observation with evidence stores the blob and the event and attempt carry its
-    reference; the loaded blob has the same bytes."""
+    reference; the loaded blob has the same bytes, and another tenant cannot load it."""
     admit(ledger, context, receiver)
     prepared = ledger.claim(context, "op-1", attempt_id="a1")
     assert prepared is not None
@@ -40,7 +40,8 @@ def test_record_stores_the_blob_and_references_it_from_the_event(
     loaded = load_evidence(ledger.store, "acme", event.evidence_reference)
     assert loaded is not None
     assert loaded.content == observation.evidence.content
-    assert load_evidence(ledger.store, "other-tenant", event.evidence_reference) is None
+    with pytest.raises(EvidenceMissing):  # another tenant's blob is not readable, nor "none"
+        load_evidence(ledger.store, "other-tenant", event.evidence_reference)
 
 
 def test_identical_answers_share_one_blob(

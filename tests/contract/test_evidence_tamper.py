@@ -420,3 +420,59 @@ def test_a_forged_key_rotation_hands_over_nothing(bundle: Path) -> None:
     write_lines(bundle, lines)
     assert _primary(bundle) == "unknown_key"
     assert verify_bundle(bundle, [VERIFIER_KEY]).checkpoints == 3
+
+
+def _checkpoint_lines(lines: list[bytes], seq: int) -> list[int]:
+    """The indexes of checkpoint ``seq``'s line and of the consistency proof just before it."""
+    at = next(i for i, line in enumerate(lines) if parsed(line).get("seq") == seq)
+    return [at - 1, at] if parsed(lines[at - 1])["type"] == "consistency" else [at]
+
+
+def _signed(lines: list[bytes], seq: int) -> Checkpoint:
+    """The checkpoint that checkpoint line ``seq`` signs."""
+    note = parsed(lines[_checkpoint_lines(lines, seq)[-1]])["note"]
+    return Checkpoint.parse(note[: note.rfind("\n\n") + 1])
+
+
+def test_a_duplicated_checkpoint_line_is_refused(bundle: Path) -> None:
+    """Checkpoint #2's line written twice in a row is ``bundle_malformed``: each appears once."""
+    lines = read_lines(bundle)
+    at = _checkpoint_lines(lines, 2)[-1]
+    write_lines(bundle, [*lines[: at + 1], lines[at], *lines[at + 1 :]])
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert _codes(report) == ["bundle_malformed"]
+    assert "comes again" in report.findings[0].message
+
+
+def test_a_deleted_and_renumbered_checkpoint_is_harmless(bundle: Path) -> None:
+    """Without checkpoint #2, a new proof from #1 to #3 and #3 renumbered #2, the bundle verifies
+    and still proves every event: its last checkpoint covers all 12 under the genuine key."""
+    lines = read_lines(bundle)
+    events = [parsed(line) for line in lines if line.startswith(b'{"entry"')]
+    tree = MerkleTree([bytes.fromhex(event["leaf_hash"]) for event in events])
+    dropped = set(_checkpoint_lines(lines, 2) + _checkpoint_lines(lines, 3)[:-1])
+    first, last = (_signed(lines, seq) for seq in (1, 3))
+    out: list[bytes] = []
+    for index, line in enumerate(lines):
+        if index in dropped:
+            continue
+        if parsed(line).get("seq") == 3:
+            proof = tree.consistency_proof(first.size, last.size)
+            out.append(consistency_line(first.size, last.size, proof))
+            out.append(checkpoint_line(2, parsed(line)["note"]))
+        else:
+            out.append(line)
+    write_lines(bundle, out)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings
+    assert (report.checkpoints, report.size, report.events) == (2, 12, 12)
+    assert report.root_hash == tree.root().hex()
+
+
+def test_a_torn_last_event_line_is_named_even_when_canonical(bundle: Path) -> None:
+    """A bundle cut right after an event line's bytes, before its newline, is malformed."""
+    lines = read_lines(bundle)
+    last_event = max(i for i, line in enumerate(lines) if line.startswith(b'{"entry"'))
+    write_lines(bundle, [*lines[:last_event], lines[last_event].rstrip(b"\n")])
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert any(f.code == "bundle_malformed" and "incomplete" in f.message for f in report.findings)

@@ -171,3 +171,61 @@ def test_an_empty_bundle_never_verifies() -> None:
     assert not alone.ok
     withheld = verify_bundle(b"", [SIGNER.verifier()], trusted_checkpoints=[kept])
     assert [f.code for f in withheld.findings] == ["checkpoint_inconsistent"]
+
+
+def _signed_bundle(bodies: list[dict[str, object]]) -> bytes:
+    """A log bundle of ``bodies`` (one operation's chain, in order) under one checkpoint."""
+    from effectledger.audit.bundle import checkpoint_line, header_line
+    from effectledger.audit.merkle import MerkleTree
+    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
+    from tests.support.evidence import SIGNER
+
+    lines, tree, previous = [header_line("acme")], MerkleTree(), GENESIS_HASH
+    for position, body in enumerate(bodies):
+        data = entry_bytes({**body, "prev_hash": previous, "sequence": position + 1})
+        previous = hash_of_entry(data)
+        tree.append(leaf_of_entry(data))
+        lines.append(event_line(data, previous, leaf_of_entry(data), position))
+    note = sign_checkpoint(Checkpoint("effectledger/acme", tree.size, tree.root()), [SIGNER])
+    return b"".join([*lines, checkpoint_line(1, note)])
+
+
+@pytest.mark.parametrize("operation_id", ["op-1", 'op "quoted"', "op \\ back"])
+def test_the_verifiers_loop_takes_escaped_ids_by_the_exact_path(operation_id: str) -> None:
+    """A chain whose operation id needs escapes verifies like a plain one, and an edited event
+    of it is still named: the loop's loose pattern leaves such lines to the exact parser."""
+    from effectledger.audit.verify import verify_bundle
+    from tests.support.evidence import VERIFIER_KEY
+
+    bodies = [_body(operation_id=operation_id, event_id=f"{n:032x}") for n in range(3)]
+    bundle = _signed_bundle(bodies)
+    report = verify_bundle(bundle, [VERIFIER_KEY])
+    assert report.ok, report.findings
+    assert (report.events, report.operations) == (3, 1)
+    edited = bundle.replace(b'"actor":"alice"', b'"actor":"mallory"', 1)
+    assert not verify_bundle(edited, [VERIFIER_KEY]).ok
+
+
+@pytest.mark.parametrize("operation_id", ["op-1", 'op "quoted"'])
+def test_the_blob_an_event_cites_is_its_own_reference_not_one_its_details_spell(
+    operation_id: str,
+) -> None:
+    """The scan notes the blob the body's own evidence_reference cites, on the fast path and the
+    exact one alike, and not a blob reference spelled inside the details or another string."""
+    from effectledger.audit.bundle_reader import cited_blob
+    from effectledger.audit.bundle_scan import scan_bundle
+
+    spelled = "evidence_blobs/sha256:" + "a" * 64
+    details = {"evidence_reference": spelled, "note": f',"evidence_reference":"{spelled}"'}
+    own = "evidence_blobs/sha256:" + "b" * 64
+    bodies = [
+        _body(operation_id=operation_id, event_id="1" * 32, details=details),
+        _body(operation_id=operation_id, event_id="2" * 32, details=details, actor=spelled),
+        _body(
+            operation_id=operation_id, event_id="3" * 32, details=details, evidence_reference=own
+        ),
+    ]
+    bodies[1]["evidence_reference"] = None
+    scan = scan_bundle(_signed_bundle(bodies))
+    assert scan.cited == {"b" * 64: 2}
+    assert [cited_blob(entry_bytes(body)) for body in bodies] == [None, None, "b" * 64]

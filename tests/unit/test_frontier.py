@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.frontier import Frontier, consistency_proof
+from effectledger.audit.frontier import Frontier, consistency_proof, roots_at
 from effectledger.audit.merkle import EMPTY_ROOT, MerkleTree, leaf_hash
 from effectledger.audit.proofs import verify_consistency
 
@@ -22,6 +22,16 @@ def test_every_size_up_to_300_has_the_trees_root_and_frontier() -> None:
         frontier.append(leaf)
         assert frontier.root() == TREE.root_at(size)
         assert list(frontier.parts) == TREE.frontier(size)
+
+
+@given(st.lists(st.integers(min_value=-2, max_value=310), max_size=12))
+def test_roots_at_many_sizes_equal_the_trees_roots(sizes: list[int]) -> None:
+    """The level-by-level roots of any set of sizes equal MerkleTree's, sizes beyond skipped."""
+    roots = roots_at(LEAVES, sizes)
+    assert roots[0] == EMPTY_ROOT
+    assert set(roots) == {0} | {size for size in sizes if 0 < size <= len(LEAVES)}
+    for size, root in roots.items():
+        assert root == TREE.root_at(size)
 
 
 @given(st.integers(min_value=0, max_value=300), st.integers(min_value=0, max_value=300))

@@ -510,3 +510,24 @@ def test_forged_key_id_under_the_trusted_name_is_a_bad_signature() -> None:
     with pytest.raises(NoteError) as caught:
         open_checkpoint(text + "\n" + forged_sig.line(), [trusted.verifier()])
     assert caught.value.reason == "note_bad_signature"
+
+
+def test_each_key_verifies_a_note_once_however_often_it_is_opened() -> None:
+    """A note opened twice, with its signature line repeated, costs one Ed25519 verification;
+    a changed text is verified afresh and refused."""
+    from effectledger.audit.note import _verified
+
+    signer = Signer("log.example", bytes(range(32)))
+    note = sign_note("effectledger/acme\n3\n" + "A" * 43 + "=\n", [signer])
+    signature = note[note.rfind("\n\n") + 2 :]
+    doubled = note + signature
+    _verified.cache_clear()
+    for _ in range(2):
+        assert [s.name for s in open_note(doubled, [signer.verifier()]).signatures] == [
+            "log.example"
+        ]
+    assert (_verified.cache_info().misses, _verified.cache_info().hits) == (1, 3)
+    with pytest.raises(NoteError) as refused:
+        open_note(doubled.replace("\n3\n", "\n4\n"), [signer.verifier()])
+    assert refused.value.reason == "note_bad_signature"
+    assert _verified.cache_info().misses == 2

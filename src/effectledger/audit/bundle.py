@@ -15,6 +15,9 @@ Every line is one canonical JSON object (``effectledger-canonical/1``) with a ``
 ``inclusion``
     ``event_id``, ``position``, ``size`` and ``proof`` (hex hashes, RFC 9162 §2.1.3) of one event in
     the tree of the checkpoint of that size.
+``blob``
+    ``content`` (base64, RFC 4648 with padding) and ``sha256`` (hex) of an evidence blob an event
+    line after it cites (:mod:`effectledger.audit.blobs`).
 
 This module writes the lines; :mod:`effectledger.audit.bundle_reader` reads them back. Because
 the canonical encoding of an object contains the canonical encoding of each value, an event line
@@ -24,6 +27,7 @@ the stored bytes in place, with the keys of :data:`EVENT_LINE_FIELDS`.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -37,6 +41,7 @@ __all__ = [
     "KIND_LOG",
     "KIND_RECEIPT",
     "LINE_LIMIT",
+    "blob_line",
     "checkpoint_line",
     "consistency_line",
     "event_line",
@@ -112,6 +117,17 @@ def consistency_line(old_size: int, new_size: int, proof: Sequence[bytes]) -> by
             "proof": [node.hex() for node in proof],
             "type": "consistency",
         }
+    )
+
+
+def blob_line(digest: str, content: bytes) -> bytes:
+    """The line of an evidence blob an event cites by ``digest``, carrying ``content`` as stored.
+
+    ``digest`` is the hash the event commits to, not one recomputed here: a blob whose stored
+    bytes were changed travels as it is, and verification names it (``evidence_edited``).
+    """
+    return _line(
+        {"content": base64.b64encode(content).decode("ascii"), "sha256": digest, "type": "blob"}
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,8 +35,16 @@ from effectledger.model.canonical import canonical_bytes, decode_canonical, enco
 from effectledger.model.operations import AuditEvent
 
 __all__ = [
+    "BLOB_MARK",
+    "ENTRY_END",
+    "EVENT_START",
+    "REFERENCE_KEY",
+    "SCAN_PATTERN",
+    "TAIL_PATTERN",
     "EventLine",
     "ScannedEvent",
+    "cited_blob",
+    "match_event_line",
     "parse_event_line",
     "parse_line",
     "read_events",
@@ -44,7 +53,6 @@ __all__ = [
 ]
 
 
-_EVENT_START: Final = ENTRY_START + FIRST_KEY
 _ENTRY_AT: Final = len(ENTRY_START)
 _KEYS: Final = {name: b',"' + name.encode() + b'":' for name, _ in EVENT_LINE_FIELDS[1:]}
 # The fixed-shape suffix after the entry: the stated hashes (64 hex digits, or "v2:" and 64),
@@ -53,7 +61,6 @@ _HASH_KEY: Final = _KEYS["event_hash"] + b'"'
 _LEAF_KEY: Final = b'"' + _KEYS["leaf_hash"] + b'"'
 _POSITION_KEY: Final = b'"' + _KEYS["position"]
 _TYPE_END: Final = _KEYS["type"] + b'"event"}'
-_MARK_V2: Final = b"v2:"
 
 
 def _key(name: str, *, quoted_before: bool, quoted_after: bool) -> bytes:
@@ -86,7 +93,7 @@ if TAIL_FIELDS[0].name != "event_id" or TAIL_FIELDS[0].kind != "text":
     raise AssertionError("the event scanner expects event_id right after the details")
 _BODY_KEYS: Final = frozenset(field.name for field in EVENT_FIELDS)
 _EVENT_KEYS: Final = frozenset(name for name, _ in EVENT_LINE_FIELDS)
-_OTHER_TYPES: Final = ("bundle", "checkpoint", "consistency", "inclusion")
+_OTHER_TYPES: Final = ("blob", "bundle", "checkpoint", "consistency", "inclusion")
 
 
 def text_bytes(text: str) -> bytes:
@@ -123,60 +130,84 @@ def _text(raw: bytes) -> str:
     return value
 
 
-Cut = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+# The canonical event line's tail, from the body's ``,"evidence_reference":`` key to the end, as
+# one pattern generated from the same keys: the body's last seven fields, ``}`` and the
+# fixed-shape suffix. The body's own key is the *last* ``,"evidence_reference":`` of the line
+# (``rfind``): every field after the details is a scalar, and in canonical JSON ``,"`` with an
+# unescaped quote occurs only as structure. Ids are their canonical text (no unescaped quote);
+# the hashes are taken loosely because the caller compares each with the hash it computes (or
+# the chain's), and the position, outside the entry, must be a canonical integer. Groups: the
+# SHA-256 of the evidence blob the event cites (or ``None``), operation, prev hash, sequence,
+# tenant, stated event hash, its ``v2:`` mark (or ``None``), its digits, leaf hash, position;
+# the entry ends :data:`ENTRY_END` bytes before group 6.
+if tuple(field.name for field in TAIL_FIELDS[-7:-5]) != ("evidence_reference", "observation_id"):
+    raise AssertionError("the event scanner expects evidence_reference, observation_id last")
+_STRING: Final = rb'([^"\\]*(?:\\.[^"\\]*)*)'
+_LOOSE: Final = rb'([^"]*)'
+_COUNT: Final = b"(0|[1-9][0-9]*)"
+_REFERENCE_KEY: Final = _key("evidence_reference", quoted_before=False, quoted_after=False)
+_OBSERVATION_KEY: Final = _key("observation_id", quoted_before=False, quoted_after=False)
+_UNCAPTURED: Final = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+EVENT_START: Final = ENTRY_START + FIRST_KEY
+"""How a canonical event line starts: ``{"entry":{"actor":``."""
+REFERENCE_KEY: Final = _REFERENCE_KEY
+"""Where :data:`TAIL_PATTERN` matches: the body's last ``,"evidence_reference":``."""
+TAIL_PATTERN: Final = re.compile(
+    re.escape(_REFERENCE_KEY)
+    + rb'(?:null|"evidence_blobs/sha256:([0-9a-f]{64})"|'
+    + _UNCAPTURED
+    + b")"
+    + re.escape(_OBSERVATION_KEY)
+    + b"(?:null|"
+    + _UNCAPTURED
+    + b")"
+    + re.escape(_OPERATION_KEY)
+    + _STRING
+    + re.escape(_PREV_KEY)
+    + _LOOSE
+    + re.escape(_RECORDED_KEY)
+    + b"[^,]*"
+    + re.escape(_SEQUENCE_KEY)
+    + _COUNT
+    + re.escape(_TENANT_KEY)
+    + _STRING
+    + re.escape(b'"}' + _HASH_KEY)
+    + b'((v2:)?([^"]*))'
+    + re.escape(_LEAF_KEY)
+    + _LOOSE
+    + re.escape(_POSITION_KEY)
+    + _COUNT
+    + re.escape(_TYPE_END),
+    re.DOTALL,
+)
+"""The tail of an event line in the canonical shape (see the comment above)."""
+SCAN_PATTERN: Final = re.compile(
+    TAIL_PATTERN.pattern.replace(_STRING, _LOOSE).replace(_UNCAPTURED, b'"[^"]*"'),
+    re.DOTALL,
+)
+""":data:`TAIL_PATTERN` for ids without an escaped quote: the verifier's loop takes the line
+with this one (a little faster) and leaves any other line to :func:`parse_event_line`."""
+ENTRY_END: Final = len(_HASH_KEY)
+"""How far before the event hash's group (:data:`TAIL_PATTERN` group 6) the entry ends."""
 
 
-def _cut(line: bytes) -> Cut | None:
-    """``(entry, event hash, leaf hash, position, operation, prev hash, sequence, tenant)``.
+def match_event_line(line: bytes) -> re.Match[bytes] | None:
+    """The :data:`TAIL_PATTERN` match of a line in the canonical event shape, else ``None``.
 
-    The stated values as bytes, strings as their canonical text, cut by key: in canonical JSON
-    ``,"`` with an unescaped quote occurs only as structure, and the fields after the details
-    are scalars, so the last key of each is the body's own. ``None`` if the line is not in this
-    shape. Whatever it cuts from a body that is not canonical never reaches a verdict: such a
-    body was never sealed, so its leaf fails the signed root and the full parse judges it.
+    The entry is ``line[len(ENTRY_START) : match.start(6) - ENTRY_END]``.
     """
-    if not line.startswith(_EVENT_START) or not line.endswith(_TYPE_END):
+    if not line.startswith(EVENT_START):
         return None
-    cut = line.rfind(_HASH_KEY)
-    hashed = cut + len(_HASH_KEY)
-    width = 67 if line[hashed : hashed + 3] == _MARK_V2 else 64
-    leaf_at = hashed + width + len(_LEAF_KEY)
-    digits = line[leaf_at + 64 + len(_POSITION_KEY) : -len(_TYPE_END)]
-    if (
-        cut < _ENTRY_AT
-        or line[hashed + width : leaf_at] != _LEAF_KEY
-        or line[leaf_at + 64 : leaf_at + 64 + len(_POSITION_KEY)] != _POSITION_KEY
-        or not digits.isdigit()
-        or (digits[0] == 48 and len(digits) > 1)
-        or line[cut - 2 : cut] != b'"}'
-    ):
-        return None
-    at = line.rfind(_OPERATION_KEY, _ENTRY_AT, cut)
-    prev = line.find(_PREV_KEY, at, cut) if at > 0 else -1
-    recorded = line.find(_RECORDED_KEY, prev, cut) if prev > 0 else -1
-    seq = line.find(_SEQUENCE_KEY, recorded, cut) if recorded > 0 else -1
-    tenant = line.find(_TENANT_KEY, seq, cut) if seq > 0 else -1
-    sequence = line[seq + len(_SEQUENCE_KEY) : tenant]
-    if tenant < 0 or not sequence.isdigit():
-        return None
-    return (
-        line[_ENTRY_AT:cut],
-        line[hashed : hashed + width],
-        line[leaf_at : leaf_at + 64],
-        digits,
-        line[at + len(_OPERATION_KEY) : prev],
-        line[prev + len(_PREV_KEY) : recorded],
-        sequence,
-        line[tenant + len(_TENANT_KEY) : cut - 2],
-    )
+    return TAIL_PATTERN.fullmatch(line, line.rfind(_REFERENCE_KEY))
 
 
 def _fast(line: bytes) -> EventLine | None:
-    """Parse an event line in canonical shape by cutting; ``None`` if it is not."""
-    found = _cut(line)
+    """Parse an event line in canonical shape by its pattern; ``None`` if it is not."""
+    found = match_event_line(line)
     if found is None:
         return None
-    entry, stated, leaf, digits, operation, prev_hash, sequence, tenant = found
+    entry = line[_ENTRY_AT : found.start(6) - ENTRY_END]
+    _, operation, prev_hash, sequence, tenant, stated, _, _, leaf, digits = found.groups()
     start = line.rfind(_EVENT_ID_KEY, _ENTRY_AT) + len(_EVENT_ID_KEY)
     end = line.find(_EVENT_ID_END, start)
     if start < len(_EVENT_ID_KEY) or end < 0:
@@ -262,19 +293,41 @@ def scan_event_line(line: bytes) -> ScannedEvent | None:
     with the hashes as their stated bytes and the ids as their canonical text (see
     :func:`text_bytes`), or ``None`` whenever the line is not in the canonical shape or a
     stated hash differs (the caller then uses :func:`parse_event_line`).
+    :func:`~effectledger.audit.bundle_scan.scan_bundle` inlines the same steps.
     """
-    found = _cut(line)
+    found = match_event_line(line)
     if found is None:
         return None
-    entry, stated, stated_leaf, digits, operation, prev_hash, sequence, tenant = found
-    if len(stated) == 67:  # "v2:" and the digest (_cut checked the mark)
-        matches = _sha256(_DOMAIN_V2 + entry).hexdigest().encode() == stated[3:]
-    else:
-        matches = _sha256(_DOMAIN_V1 + entry).hexdigest().encode() == stated
+    entry = line[_ENTRY_AT : found.start(6) - ENTRY_END]
+    _, operation, prev_hash, sequence, tenant, stated, mark, digest, stated_leaf, digits = (
+        found.groups()
+    )
+    domain = _DOMAIN_V1 if mark is None else _DOMAIN_V2
     leaf = _sha256(b"\x00" + entry).digest()
-    if not matches or leaf.hex().encode() != stated_leaf:
+    if _sha256(domain + entry).hexdigest().encode() != digest or leaf.hex().encode() != stated_leaf:
         return None
     return (leaf, stated, int(digits), operation, prev_hash, int(sequence), tenant)
+
+
+BLOB_MARK: Final = b'"evidence_reference":"evidence_blobs/sha256:'
+"""In every entry that cites an evidence blob (and, rarely, in one whose details spell it)."""
+_CITED: Final = re.compile(re.escape(_REFERENCE_KEY) + rb'"evidence_blobs/sha256:([0-9a-f]{64})"')
+if TAIL_FIELDS[2].name != "evidence_reference" or TAIL_FIELDS[2].kind != "optional_text":
+    raise AssertionError("the blob scanner expects evidence_reference among the scalar fields")
+
+
+def cited_blob(entry: bytes) -> str | None:
+    """The SHA-256 (hex) of the evidence blob an event's canonical bytes cite, if they cite one.
+
+    The body's own ``evidence_reference`` is the last ``,"evidence_reference":`` key of the
+    entry (the fields after the details are scalars); its value cites a blob when it is exactly
+    ``evidence_blobs/sha256:<64 hex digits>``
+    (:data:`~effectledger.model.evidence.EVIDENCE_REFERENCE`).
+    """
+    if BLOB_MARK not in entry:
+        return None
+    found = _CITED.match(entry, entry.rfind(_REFERENCE_KEY))
+    return None if found is None else found.group(1).decode("ascii")
 
 
 def parse_event_line(line: bytes) -> EventLine:

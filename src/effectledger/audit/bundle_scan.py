@@ -5,20 +5,37 @@ stated hashes hold (:func:`~effectledger.audit.bundle_reader.scan_event_line`) c
 and a few comparisons; it leaves its leaf hash and its operation's chain head and marks the scan
 ``suspicious`` if its position, tenant, sequence or link is not the expected one. Any other line
 is parsed strictly; checkpoints, consistency and inclusion proofs are collected for the checks of
-:mod:`effectledger.audit.verify`, and malformed lines become ``bundle_malformed`` findings.
+:mod:`effectledger.audit.verify`, and malformed lines become ``bundle_malformed`` findings. The
+evidence blobs events cite are noted (a canonical event line costs one more byte search for
+that), and each ``blob`` line's content is checked against its stated hash
+(``evidence_edited``). The file is read a few megabytes at a time and split in C.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from effectledger.audit.bundle import KIND_RECEIPT
-from effectledger.audit.bundle_reader import EventLine, parse_line, scan_event_line, text_bytes
+from effectledger.audit.bundle import ENTRY_START, KIND_RECEIPT
+from effectledger.audit.bundle_reader import (
+    ENTRY_END,
+    EVENT_START,
+    REFERENCE_KEY,
+    SCAN_PATTERN,
+    EventLine,
+    cited_blob,
+    parse_line,
+    text_bytes,
+)
 from effectledger.audit.diagnose import Finding
 from effectledger.events.chain import GENESIS_HASH
+from effectledger.events.record import EVENT_DOMAINS
 
 __all__ = ["BundleScan", "Source", "bundle_lines", "proof_hashes", "scan_bundle"]
 
@@ -40,15 +57,45 @@ class BundleScan:
     consistency: dict[tuple[int, int], list[bytes] | None] = field(default_factory=dict)
     inclusions: dict[str, dict[str, Any]] = field(default_factory=dict)
     receipt_events: list[EventLine] = field(default_factory=list)
+    cited: dict[str, int] = field(default_factory=dict)
+    """The SHA-256 of each evidence blob an event cites, with the first citing position."""
+    blobs: set[str] = field(default_factory=set)
+    """The SHA-256 each well-formed blob line states (its content checked against it)."""
 
 
 def bundle_lines(source: Source) -> Iterator[bytes]:
     """The bundle's lines, each with its newline (the last may lack one)."""
+    for batch, complete in _batches(source):
+        for line in batch[:-1]:
+            yield line + b"\n"
+        if batch:
+            yield batch[-1] + (b"\n" if complete else b"")
+
+
+_CHUNK = 1 << 22
+
+
+def _batches(source: Source) -> Iterator[tuple[list[bytes], bool]]:
+    """The bundle's lines without their newlines, a few megabytes at a time.
+
+    Each batch comes with whether its last line ended in a newline (only the very last line of
+    the bundle may not).
+    """
     if isinstance(source, bytes):
-        yield from source.splitlines(keepends=True)
+        lines = source.split(b"\n")
+        tail = lines.pop()
+        yield lines, True
+        if tail:
+            yield [tail], False
         return
     with open(source, "rb") as handle:
-        yield from handle
+        carry = b""
+        while chunk := handle.read(_CHUNK):
+            lines = (carry + chunk).split(b"\n")
+            carry = lines.pop()
+            yield lines, True
+        if carry:
+            yield [carry], False
 
 
 def proof_hashes(value: object) -> list[bytes] | None:
@@ -66,54 +113,131 @@ def scan_bundle(source: Source) -> BundleScan:
     scan = BundleScan()
     malformed = scan.findings.append
     tenant: bytes | None = None
-    receipt = False
+    receipt: bool | None = None  # not known before the header: line 1 takes the full parse
     leaves, chains = scan.leaves, scan.chains
     add_leaf = leaves.append
     genesis = GENESIS_HASH.encode()
-    for number, raw in enumerate(bundle_lines(source), start=1):
-        if raw.endswith(b"\n"):
-            line = raw[:-1]
-        else:
-            line = raw
-            malformed(Finding(code="bundle_malformed", message=f"line {number} is incomplete"))
-        fast = None if number == 1 or receipt else scan_event_line(line)
-        if fast is not None:  # the common case, kept lean: one canonical, consistent line
-            leaf, event_hash, position, operation, prev_hash, sequence, owner = fast
-            state = chains.get(operation)
-            expected = (1, genesis) if state is None else (state[0] + 1, state[1])
-            if (
-                position != len(leaves)
-                or owner != tenant
-                or sequence != expected[0]
-                or prev_hash != expected[1]
-            ):
-                scan.suspicious = True
-            chains[operation] = (sequence, event_hash)
-            add_leaf(leaf)
-            continue
-        try:
-            kind, value = parse_line(line)
-        except ValueError as exc:
-            malformed(Finding(code="bundle_malformed", message=f"line {number}: {exc}"))
-            scan.suspicious = True
-            continue
-        if number == 1:
-            if kind != "bundle":
-                malformed(Finding(code="bundle_malformed", message="line 1 is not a bundle header"))
+    match = SCAN_PATTERN.fullmatch
+    hexlify = binascii.hexlify
+    event_start, reference_key, entry_at = EVENT_START, REFERENCE_KEY, len(ENTRY_START)
+    sha256 = hashlib.sha256
+    domain_v1, domain_v2 = EVENT_DOMAINS[1], EVENT_DOMAINS[2]
+    number = 0
+    for batch, complete in _batches(source):
+        if not complete:  # the bundle's last line, torn
+            malformed(Finding(code="bundle_malformed", message=f"line {number + 1} is incomplete"))
+        for line in batch:
+            number += 1
+            found = (
+                match(line, line.rfind(reference_key))
+                if receipt is False and line.startswith(event_start)
+                else None
+            )
+            if found is not None:  # the common case, kept lean: scan_event_line, inlined
+                entry = line[entry_at : found.start(6) - ENTRY_END]
+                cited, operation, prev_hash, sequence, owner, stated, mark, digest, leaf_hex, at = (
+                    found.groups()
+                )
+                leaf = sha256(b"\x00" + entry).digest()
+                if (
+                    hexlify(sha256((domain_v1 if mark is None else domain_v2) + entry).digest())
+                    == digest
+                    and hexlify(leaf) == leaf_hex
+                ):
+                    state = chains.get(operation)
+                    step = int(sequence)
+                    if (
+                        (step != 1 or prev_hash != genesis)
+                        if state is None
+                        else (step != state[0] + 1 or prev_hash != state[1])
+                    ):
+                        scan.suspicious = True
+                    chains[operation] = (step, stated)
+                    if int(at) != len(leaves) or owner != tenant:
+                        scan.suspicious = True
+                    if cited is not None:
+                        scan.cited.setdefault(cited.decode("ascii"), len(leaves))
+                    add_leaf(leaf)
+                    continue
+            if _line(scan, line, number, tenant, receipt):
                 return scan
-            scan.header = value
-            owner_id = value.get("tenant_id")
-            tenant = text_bytes(owner_id) if isinstance(owner_id, str) else None
-            receipt = value.get("kind") == KIND_RECEIPT
-        elif kind == "event":
-            _event(scan, value, tenant, receipt)
-        else:
-            _other(scan, kind, value, number)
+            if number == 1:
+                tenant, receipt = _owner(scan.header)
     return scan
+
+
+def _line(
+    scan: BundleScan, line: bytes, number: int, tenant: bytes | None, receipt: bool | None
+) -> bool:
+    """Parse a line the fast path did not take; ``True`` if the scan must stop (no header)."""
+    try:
+        kind, value = parse_line(line)
+    except ValueError as exc:
+        scan.findings.append(Finding(code="bundle_malformed", message=f"line {number}: {exc}"))
+        scan.suspicious = True
+        return number == 1
+    if number == 1:
+        if kind != "bundle":
+            scan.findings.append(
+                Finding(code="bundle_malformed", message="line 1 is not a bundle header")
+            )
+            return True
+        scan.header = value
+    elif kind == "event":
+        _event(scan, value, tenant, receipt is True)
+    else:
+        _other(scan, kind, value, number)
+    return False
+
+
+def _owner(header: dict[str, Any] | None) -> tuple[bytes | None, bool]:
+    """The header's tenant as canonical text, and whether the bundle is a receipt."""
+    owner_id = None if header is None else header.get("tenant_id")
+    tenant = text_bytes(owner_id) if isinstance(owner_id, str) else None
+    return tenant, header is not None and header.get("kind") == KIND_RECEIPT
+
+
+def _cite(scan: BundleScan, entry: bytes, position: int) -> None:
+    """Note the evidence blob an event cites, if it cites one (by its first citing position)."""
+    blob = cited_blob(entry)
+    if blob is not None:
+        scan.cited.setdefault(blob, position)
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _blob(scan: BundleScan, value: dict[str, Any], number: int) -> None:
+    """Check a blob line: canonical base64 content whose SHA-256 is the stated hash."""
+    content, digest = value.get("content"), value.get("sha256")
+    if set(value) != {"content", "sha256", "type"} or not (
+        isinstance(content, str) and isinstance(digest, str) and _HEX64.fullmatch(digest)
+    ):
+        scan.findings.append(Finding(code="bundle_malformed", message=f"line {number}: bad blob"))
+        return
+    try:
+        data = base64.b64decode(content, validate=True)
+    except ValueError:
+        data = None
+    if data is None or base64.b64encode(data).decode("ascii") != content:
+        scan.findings.append(
+            Finding(code="bundle_malformed", message=f"line {number}: a blob is not base64")
+        )
+        return
+    scan.blobs.add(digest)
+    if hashlib.sha256(data).hexdigest() != digest:
+        scan.findings.append(
+            Finding(
+                code="evidence_edited",
+                message=f"line {number}: the evidence blob sha256:{digest} no longer matches "
+                "its hash",
+            )
+        )
 
 
 def _event(scan: BundleScan, event: EventLine, tenant: bytes | None, receipt: bool) -> None:
     """Account for an event line the fast path could not take."""
+    _cite(scan, event.entry, event.position if receipt else len(scan.leaves))
     if receipt:
         scan.receipt_events.append(event)
         return
@@ -137,7 +261,7 @@ def _event(scan: BundleScan, event: EventLine, tenant: bytes | None, receipt: bo
 
 
 def _other(scan: BundleScan, kind: str, value: dict[str, Any], number: int) -> None:
-    """Record a checkpoint, consistency or inclusion line."""
+    """Record a checkpoint, consistency, inclusion or blob line."""
     malformed = scan.findings.append
     if kind == "checkpoint":
         note, seq = value.get("note"), value.get("seq")
@@ -152,6 +276,8 @@ def _other(scan: BundleScan, kind: str, value: dict[str, Any], number: int) -> N
             scan.consistency[(old, new)] = proof_hashes(value.get("proof"))
         else:
             malformed(Finding(code="bundle_malformed", message=f"line {number}: bad proof"))
+    elif kind == "blob":
+        _blob(scan, value, number)
     elif kind == "inclusion":
         if isinstance(value.get("event_id"), str):
             scan.inclusions[value["event_id"]] = value

@@ -4,7 +4,9 @@
 trusts, following genuine co-signed key rotations (:func:`~effectledger.audit.keys.key_epochs`),
 and accepts a checkpoint only if it extends the previously accepted one by the bundle's RFC 9162
 consistency proof (a missing proof line is a ``checkpoint_inconsistent`` finding). A checkpoint
-that cannot be shown consistent is not used to judge the events.
+that cannot be shown consistent is not used to judge the events. Checkpoints are taken in the
+order of their lines; their numbers (``seq``, not signed) are only labels here (a log bundle's
+numbering is checked as structure by :mod:`effectledger.audit.verify`).
 """
 
 from __future__ import annotations
@@ -134,15 +136,6 @@ class CheckpointChecks:
             return
         previous = self.accepted[-1]
         old, new = previous.checkpoint, current.checkpoint
-        if current.seq <= previous.seq:
-            if (current.seq, new) != (previous.seq, old):
-                self.findings.append(
-                    Finding(
-                        code="bundle_malformed",
-                        message=f"checkpoint #{current.seq} comes after #{previous.seq}",
-                    )
-                )
-            return
         if new.size < old.size:
             self._inconsistent(previous, current, f"the log shrank to {new.size} leaves")
             return

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from effectledger.audit.blobs import require_blobs
 from effectledger.display import printable
 from effectledger.errors import InvalidInput, InvalidTransition, NotFound
 from effectledger.events.chain import verify_chain, verify_sealed
@@ -321,7 +322,8 @@ def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sent
     :class:`~effectledger.errors.ChainBreak` is raised and nothing is explained. An operation
     that has only a proposal's events so far has no row, and its chain is checked without a
     head. An event changed after the log sealed it (even re-hashed, its later links too) raises
-    :class:`~effectledger.errors.ChainBreak` as well. Raises
+    :class:`~effectledger.errors.ChainBreak` as well, and an event citing an evidence blob the
+    store no longer holds :class:`~effectledger.errors.EvidenceMissing`. Raises
     :class:`~effectledger.errors.NotFound` for an operation with no events.
     """
     key = {
@@ -330,7 +332,9 @@ def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sent
     }
 
     def read(tx: Transaction) -> tuple[list[Row], Row | None]:
-        return tx.all("events_for_operation", key), tx.one("operation_get", key)
+        rows = tx.all("events_for_operation", key)
+        require_blobs(tx, key["tenant_id"], rows)  # a cited blob that vanished is not told
+        return rows, tx.one("operation_get", key)
 
     rows, operation = store.read(read)
     events = [event_from_row(row) for row in rows]

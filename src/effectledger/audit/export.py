@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from effectledger._failpoints import crash_point
-from effectledger.audit.bundle import checkpoint_line, consistency_line, header_line
+from effectledger.audit.blobs import cited_hash, stored_blobs
+from effectledger.audit.bundle import blob_line, checkpoint_line, consistency_line, header_line
 from effectledger.audit.receipt import ProofReport, prove_events, stored_event_line
 from effectledger.audit.witnessing import cosigned_note
 from effectledger.clock import Clock, SystemClock
@@ -195,8 +196,8 @@ class _Exporter:
     def run(self, handle: BinaryIO, between_batches: Callable[[int], None] | None) -> ExportReport:
         resumed = self._start(handle)
         while True:
-            rows, pending = self.store.read(self._next_batch)
-            chunk = self._lines(rows, list(pending))
+            rows, pending, blobs = self.store.read(self._next_batch)
+            chunk = self._lines(rows, list(pending), blobs)
             if not chunk and not rows and not pending:
                 break
             new_offset = _durable_append(handle, b"".join(chunk))
@@ -273,7 +274,7 @@ class _Exporter:
             raise ExportCursorMismatch(f"{self.path} is not a bundle of tenant {self.tenant_id}")
         return True
 
-    def _next_batch(self, tx: Transaction) -> tuple[list[Row], list[Row]]:
+    def _next_batch(self, tx: Transaction) -> tuple[list[Row], list[Row], dict[str, bytes]]:
         entries = tx.all(
             "log_entries_from",
             {"tenant_id": self.tenant_id, "position": self.position, "limit": self.batch_size},
@@ -282,10 +283,13 @@ class _Exporter:
             "log_checkpoints_after",
             {"tenant_id": self.tenant_id, "seq": self.checkpoint_seq, "limit": self.batch_size},
         )
-        return entries, [{**row, "note": cosigned_note(tx, row)} for row in checkpoints]
+        unseen = [row for row in entries if row["event_id"] not in self.seen_events]
+        cosigned: list[Row] = [{**row, "note": cosigned_note(tx, row)} for row in checkpoints]
+        return entries, cosigned, stored_blobs(tx, self.tenant_id, unseen)
 
-    def _lines(self, rows: list[Row], queue: list[Row]) -> list[bytes]:
-        """The lines of one batch; each checkpoint follows the events it covers."""
+    def _lines(self, rows: list[Row], queue: list[Row], blobs: dict[str, bytes]) -> list[bytes]:
+        """The lines of one batch; each checkpoint follows the events it covers, each blob
+        precedes the event that cites it."""
         chunk: list[bytes] = []
         for row in rows:
             self._checkpoint_lines(queue, chunk, int(row["position"]))
@@ -293,6 +297,9 @@ class _Exporter:
                 if row["event_id"] in self.seen_events:
                     self.skipped += 1
                 else:
+                    digest = cited_hash(row["evidence_reference"])
+                    if digest is not None:
+                        chunk.append(blob_line(digest, blobs[digest]))
                     chunk.append(stored_event_line(row))
                     self.events += 1
             self.position = int(row["position"]) + 1

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from effectledger.audit.merkle import EMPTY_ROOT, HASH_SIZE, root_hash
 
-__all__ = ["Frontier", "consistency_proof"]
+__all__ = ["Frontier", "consistency_proof", "roots_at"]
 
 _sha256 = hashlib.sha256
 _NODE = b"\x01"
@@ -99,6 +99,48 @@ class Frontier:
         for part in reversed(self._parts[:-1]):
             result = _sha256(_NODE + part + result).digest()
         return result
+
+
+def roots_at(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
+    """MTH of the first ``s`` leaves for each of ``sizes`` within ``len(leaves)`` (and 0).
+
+    The tree is hashed level by level (one list comprehension per level, about one SHA-256 per
+    leaf in all), keeping only the perfect-subtree roots the sizes' frontiers need; each root is
+    then the fold of its frontier. Equal to a :class:`Frontier` extended to each size.
+    """
+    wanted = sorted({size for size in sizes if 0 < size <= len(leaves)})
+    roots: dict[int, bytes] = {0: EMPTY_ROOT}
+    if not wanted:
+        return roots
+    needed: dict[int, set[int]] = {}
+    for size in wanted:
+        start = 0
+        for level in range(size.bit_length() - 1, -1, -1):
+            if size >> level & 1:
+                needed.setdefault(level, set()).add(start >> level)
+                start += 1 << level
+    nodes: dict[tuple[int, int], bytes] = {}
+    row: Sequence[bytes] = leaves[: wanted[-1]]
+    top = max(needed)
+    sha256 = _sha256
+    for level in range(top + 1):
+        for index in needed.get(level, ()):
+            nodes[(level, index)] = row[index]
+        if level < top:
+            pairs = zip(row[::2], row[1::2], strict=False)  # an odd last node waits a level
+            row = [sha256(_NODE + left + right).digest() for left, right in pairs]
+    for size in wanted:
+        parts: list[bytes] = []
+        start = 0
+        for level in range(size.bit_length() - 1, -1, -1):
+            if size >> level & 1:
+                parts.append(nodes[(level, start >> level)])
+                start += 1 << level
+        result = parts[-1]
+        for part in reversed(parts[:-1]):
+            result = sha256(_NODE + part + result).digest()
+        roots[size] = result
+    return roots
 
 
 def _split(count: int) -> int:

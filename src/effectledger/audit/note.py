@@ -24,6 +24,7 @@ its first occurrence).
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -146,7 +147,7 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> Note:
                 f"ambiguous trusted keys for {sig.name}+{sig.key_id:08x}", reason="key_invalid"
             )
         (verifier,) = candidates
-        if not verifier.verify(message, sig.signature):
+        if not _verified(verifier, message, sig.signature):
             raise NoteError(
                 f"invalid signature for key {sig.name}+{sig.key_id:08x}",
                 reason="note_bad_signature",
@@ -161,6 +162,16 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> Note:
             signed_by=[f"{sig.name}+{sig.key_id:08x}" for sig in unverified],
         )
     return Note(text, tuple(verified), tuple(unverified))
+
+
+@functools.lru_cache(maxsize=4096)
+def _verified(verifier: Verifier, message: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is ``verifier``'s of ``message``, checked once per key and note.
+
+    A rotation checkpoint is opened under its old key, under its new key, then again in bundle
+    order, and a note may repeat a signature line: each Ed25519 verification is done once.
+    """
+    return verifier.verify(message, signature)
 
 
 def _check_note_characters(value: str) -> None:

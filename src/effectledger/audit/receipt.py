@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from effectledger.audit.blobs import cited_hash, stored_blobs
 from effectledger.audit.bundle import (
     KIND_RECEIPT,
+    blob_line,
     checkpoint_line,
     consistency_line,
     event_line,
@@ -120,8 +122,10 @@ def prove_events(
     who trusts any earlier key follows the hand-overs to the latest one.
     :func:`effectledger.audit.verify.verify_bundle` checks it offline. Raises ``NotFound`` for
     an event of no log position, :class:`~effectledger.errors.LogNotSealed` for one no checkpoint
-    covers yet, and :class:`~effectledger.errors.AuditVerificationFailed` if the stored log misses
-    a position its latest checkpoint covers.
+    covers yet, :class:`~effectledger.errors.EvidenceMissing` for an event citing an evidence
+    blob the store no longer holds (each cited blob travels in the receipt), and
+    :class:`~effectledger.errors.AuditVerificationFailed` if the stored log misses a position its
+    latest checkpoint covers.
     An existing file is kept unless ``overwrite``: :class:`ExportFailed` with reason
     ``file_exists``, before anything is read.
     """
@@ -152,6 +156,7 @@ def prove_events(
                 event_id=event_id,
             )
         rows.append(row)
+    blobs = store.read(partial(stored_blobs, tenant_id=tenant_id, rows=rows))
     tree = _tree(store, tenant_id, size)
     lines = [header_line(tenant_id, KIND_RECEIPT)]
     previous: int | None = None
@@ -163,6 +168,9 @@ def prove_events(
         lines.append(checkpoint_line(int(checkpoint["seq"]), note))
         previous = int(checkpoint["size"])
     for row in rows:
+        digest = cited_hash(row["evidence_reference"])
+        if digest is not None:
+            lines.append(blob_line(digest, blobs[digest]))
         lines.append(stored_event_line(row))
         proof = tree.inclusion_proof(int(row["position"]), size)
         lines.append(inclusion_line(row["event_id"], int(row["position"]), size, proof))

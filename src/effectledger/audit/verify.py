@@ -14,7 +14,15 @@ code (the reasons of :class:`~effectledger.errors.AuditVerificationFailed`):
    fails, a second pass over the file names it: ``event_edited``, ``event_deleted``,
    ``event_reordered``, ``event_inserted``, ``operation_deleted``, or ``log_root_mismatch``
    when the events are internally consistent yet do not reproduce a signed root;
-4. for a ``receipt`` bundle: each event's inclusion proof (``inclusion_proof_invalid``).
+4. for a ``receipt`` bundle: each event's inclusion proof (``inclusion_proof_invalid``);
+5. for both: every evidence blob an event cites is carried, its content matching the hash the
+   event commits to (``evidence_missing``, ``evidence_edited``).
+
+:func:`verify_bundle` gathers the findings of one scan (:mod:`effectledger.audit.bundle_scan`)
+from one function per step: ``_numbering`` (log bundles), ``_checkpoint_findings`` (signatures,
+consistency, kept checkpoints), ``_log_findings`` or ``_receipt_findings``, and
+``_evidence_findings``. Checkpoint numbers (``seq``) are not signed and serve only as labels and
+for ``_numbering``: every check relies on the order of the lines.
 
 The fast path hashes each event line's canonical bytes in place (two SHA-256 per event plus one
 per Merkle node) and keeps only the leaf hashes and each operation's chain head in memory.
@@ -44,9 +52,8 @@ from effectledger.audit.cosignatures import (
     required_cosignatures,
 )
 from effectledger.audit.diagnose import Finding, diagnose
-from effectledger.audit.frontier import Frontier
+from effectledger.audit.frontier import roots_at
 from effectledger.audit.keys import origin_for, parse_verifiers
-from effectledger.audit.merkle import EMPTY_ROOT
 from effectledger.audit.proofs import verify_inclusion
 from effectledger.audit.signers import Verifier
 from effectledger.audit.tlog import Checkpoint
@@ -86,18 +93,6 @@ class VerificationReport:
                 reason=first.code,
                 findings=[finding.to_dict() for finding in self.findings],
             )
-
-
-def _roots(leaves: Sequence[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
-    wanted = sorted({size for size in sizes if 0 <= size <= len(leaves)})
-    roots: dict[int, bytes] = {0: EMPTY_ROOT}
-    frontier = Frontier()
-    append = frontier.append
-    for size in wanted:
-        for leaf in leaves[frontier.size : size]:
-            append(leaf)
-        roots[size] = frontier.root()
-    return roots
 
 
 def verify_bundle(
@@ -178,20 +173,19 @@ def verify_bundle(
     checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
     kept = checks.open_kept(trusted_checkpoints)
     if kind == KIND_RECEIPT:
-        findings += checks.findings
-        findings += [finding for _, finding in kept if finding is not None]
+        findings += _checkpoint_findings(checks, kept)
         findings += _receipt_findings(scan, checks.accepted)
         events, operations = (
             len(scan.receipt_events),
             len({event.operation_id for event in scan.receipt_events}),
         )
     else:
-        roots = _roots(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
+        roots = roots_at(scan.leaves, checks.sizes() + [c.size for c, _ in kept if c])
         findings += _numbering(scan)  # a skipped number names what the missing proof follows from
-        findings += checks.findings
-        findings += [finding for _, finding in kept if finding is not None]
+        findings += _checkpoint_findings(checks, kept)
         findings += _log_findings(source, scan, checks, roots, [c for c, _ in kept if c], tenant)
         events, operations = len(scan.leaves), len(scan.chains)
+    findings += _evidence_findings(scan)
     accepted = checks.accepted
     if not accepted and not any(f.code != "bundle_malformed" for f in findings):
         findings.append(Finding(code="checkpoint_missing", message="no signed checkpoint"))
@@ -222,6 +216,42 @@ def _unique(findings: Iterable[Finding]) -> Iterator[Finding]:
         if key not in seen:
             seen.add(key)
             yield finding
+
+
+def _checkpoint_findings(
+    checks: CheckpointChecks, kept: Sequence[tuple[Checkpoint | None, Finding | None]]
+) -> list[Finding]:
+    """Step 2 for either kind of bundle: the checkpoints' signatures and consistency, and the
+    checkpoints the reviewer kept. Further checks of the signed checkpoints (``checks.accepted``,
+    in bundle order) belong here, beside these."""
+    return [*checks.findings, *(finding for _, finding in kept if finding is not None)]
+
+
+def _evidence_findings(scan: BundleScan) -> list[Finding]:
+    """Every evidence blob an event cites travels in the bundle; every blob line is cited.
+
+    A cited blob without its line is ``evidence_missing``; a blob line whose content does not
+    match its hash was named ``evidence_edited`` by the scan; a blob no event cites carries bytes
+    no signature covers, ``bundle_malformed``.
+    """
+    findings = [
+        Finding(
+            code="evidence_missing",
+            message=f"the event at position {position} cites evidence sha256:{digest} that the "
+            "bundle does not carry",
+            position=position,
+        )
+        for digest, position in scan.cited.items()
+        if digest not in scan.blobs
+    ]
+    findings += [
+        Finding(
+            code="bundle_malformed",
+            message=f"the blob sha256:{digest} is cited by no event: no signature covers it",
+        )
+        for digest in sorted(scan.blobs - scan.cited.keys())
+    ]
+    return findings
 
 
 def _log_findings(
@@ -281,7 +311,14 @@ def _log_findings(
 
 
 def _numbering(scan: BundleScan) -> list[Finding]:
-    """A log bundle holds every checkpoint: their numbers run 1, 2, 3, ... without a gap."""
+    """A log bundle holds every checkpoint once: their numbers run 1, 2, 3, ... without a gap.
+
+    ``seq`` is not signed, so nothing else relies on it: checkpoints are judged in the order of
+    their lines, each against the one before it. A gap is ``checkpoint_deleted``, a number that
+    repeats or goes back (a duplicated line) ``bundle_malformed``. A deletion hidden by
+    renumbering is harmless: the remaining checkpoints are each signed and proven consistent with
+    the one before, and the last covers every event (docs/evidence.md §4).
+    """
     findings: list[Finding] = []
     expected = 1
     for seq, _ in scan.notes:
@@ -292,6 +329,14 @@ def _numbering(scan: BundleScan) -> list[Finding]:
                     code="checkpoint_deleted",
                     message=f"checkpoint {missing} is missing before checkpoint #{seq}: a log "
                     "bundle holds every checkpoint",
+                )
+            )
+        elif seq < expected:
+            findings.append(
+                Finding(
+                    code="bundle_malformed",
+                    message=f"checkpoint #{seq} comes again after #{expected - 1}: a log bundle "
+                    "holds each checkpoint once",
                 )
             )
         expected = max(expected, seq + 1)

@@ -37,6 +37,7 @@ them.
     │   ├── TamperedOperation             tampered_operation (500)
     │   ├── MissingAdmission              missing_admission (500)
     │   ├── ChainBreak                    audit_chain_broken (500)
+    │   ├── EvidenceMissing               evidence_missing (500)
     │   └── AuditVerificationFailed       audit_verification_failed (500)
     │         reason: bundle_malformed, checkpoint_missing, checkpoint_malformed,
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
@@ -44,7 +45,7 @@ them.
     │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
     │                 event_inserted, operation_deleted, log_root_mismatch, log_emptied,
     │                 log_rolled_back, log_forked, witness_refused, cosignature_missing,
-    │                 cosignature_invalid
+    │                 cosignature_invalid, evidence_missing, evidence_edited
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)
@@ -97,6 +98,7 @@ from effectledger.errors.destinations import (
 from effectledger.errors.evidence import (
     AuditVerificationFailed,
     ChainBreak,
+    EvidenceMissing,
     ExportCursorMismatch,
     ExportFailed,
     IntegrityError,
@@ -134,6 +136,7 @@ __all__ = [
     "DestinationMismatch",
     "DestinationUnavailable",
     "EffectLedgerError",
+    "EvidenceMissing",
     "EvidenceRequired",
     "ExportCursorMismatch",
     "ExportFailed",

@@ -49,6 +49,16 @@ class MissingAdmission(IntegrityError):
     code = "missing_admission"
 
 
+class EvidenceMissing(IntegrityError):
+    """An event cites an evidence blob (``evidence_blobs/sha256:…``) the store no longer holds.
+
+    Raised wherever the evidence is read or handed on: loading it, exporting or proving the
+    event, explaining its operation. ``details``: ``reference`` and, where known, ``event_id``.
+    """
+
+    code = "evidence_missing"
+
+
 class AuditVerificationFailed(IntegrityError, ReasonedError):
     """The audit evidence does not verify: an event, the log or a checkpoint was changed.
 
@@ -80,6 +90,8 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "witness_refused",
         "cosignature_missing",
         "cosignature_invalid",
+        "evidence_missing",
+        "evidence_edited",
     )
 
 

@@ -6,7 +6,7 @@ that touches the database.
 
 from __future__ import annotations
 
-from effectledger.errors import IntegrityError
+from effectledger.errors import EvidenceMissing, IntegrityError
 from effectledger.model.evidence import EVIDENCE_REFERENCE, Evidence
 from effectledger.store import Store, Transaction
 
@@ -30,8 +30,11 @@ def store_evidence(tx: Transaction, tenant_id: str, evidence: Evidence, *, now_u
 
 
 def load_evidence(store: Store, tenant_id: str, reference: str) -> Evidence | None:
-    """The blob an event's evidence reference names, or ``None`` if it names no stored blob.
+    """The blob an event's evidence reference names; ``None`` if the reference names no blob.
 
+    A reference of the form ``evidence_blobs/sha256:<hex>`` commits to that blob: if the store
+    holds no such blob for ``tenant_id`` (it was deleted, or the reference is another
+    tenant's), :class:`~effectledger.errors.EvidenceMissing` is raised, never "no evidence".
     The content is re-hashed: a blob whose bytes no longer match its address raises
     :class:`~effectledger.errors.IntegrityError` rather than being returned.
     """
@@ -40,7 +43,9 @@ def load_evidence(store: Store, tenant_id: str, reference: str) -> Evidence | No
         return None
     row = store.one("evidence_blob_get", {"tenant_id": tenant_id, "sha256": match.group(1)})
     if row is None:
-        return None
+        raise EvidenceMissing(
+            f"the evidence {reference} is not stored for tenant {tenant_id}", reference=reference
+        )
     found = Evidence(content=bytes(row["content"]), media_type=str(row["media_type"]))
     if found.sha256 != match.group(1):
         raise IntegrityError("the stored evidence does not match its hash", reference=reference)
