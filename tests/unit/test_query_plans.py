@@ -34,6 +34,9 @@ WHOLE_TENANT = {
     "api_keys_list": "an administrator's list of every API key",
     "api_keys_list_tenant": "an administrator's list of a tenant's API keys",
     "operations_in_review": "the manual-review queue: the partial index holds only those in review",
+    "capacity_recount": "the capacity check recounts every pool from its operations",
+    "capacity_totals_all": "the capacity check compares every pool's running totals",
+    "capacity_totals_rebuild": "the capacity repair rebuilds every pool from its operations",
 }
 _PARAMETER = re.compile(r":(\w+)")
 
