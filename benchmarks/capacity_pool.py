@@ -1,0 +1,151 @@
+"""Does one pool's running-totals row serialize ``perform`` on PostgreSQL? Measured beside the
+same work spread over one pool per process, in one run.
+
+    python benchmarks/capacity_pool.py [--url postgresql://...] [--operations 800]
+                                       [--workers 8] [--repeat 3]
+
+Every worker process performs approved refunds through ``EffectLedger.perform`` (admission and
+claim in one transaction, then submit and record), each refund moving 30 units of the
+``refunds`` pool, which has a limit, so every admission reads the pool's totals under its lock
+and every success moves them. Two runs on fresh schemas of the same database, alternating:
+
+* one pool: every worker is the same tenant, so every transaction that moves units updates the
+  same ``capacity_totals`` row (and every admission takes the same pool lock);
+* own pools (the floor): each worker is its own tenant, so no two workers share a totals row.
+
+Throughput is operations per second from the first worker's start to the last worker's end,
+best of ``--repeat``; the ratio one/own is the figure to watch (1.0: the shared row costs
+nothing). Afterwards each schema's totals are checked against its operations.
+The URL defaults to ``$EFFECTLEDGER_BENCH_POSTGRES_URL``, then ``$EFFECTLEDGER_TEST_POSTGRES_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import uuid
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from effectledger import Context, DestinationRef, EffectLedger, OperationState, SimulatedReceiver
+from effectledger.authority.capacity import totals_mismatches_in
+from effectledger.examples.refunds import OrderBook, refund_action
+from effectledger.ledger import Ledger
+from effectledger.store import open_store
+
+
+def _with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query), ("schema", schema)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def worker_main(
+    url: str, folder: str, worker: int, count: int, shared: bool, start: Barrier, times: list[float]
+) -> None:
+    """Perform ``count`` approved refunds of 30 units in one tenant's ``refunds`` pool."""
+    store = open_store(url)
+    receiver = SimulatedReceiver(Path(folder) / f"receiver-{worker}.db", synchronous="NORMAL")
+    destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
+    service = EffectLedger(Ledger(store), destinations=[receiver])
+    service.register(refund_action(orders=OrderBook(), destination=destination), receiver)
+    agent = Context(tenant_id="acme" if shared else f"tenant-{worker}", actor_id="agent")
+    approver = Context(tenant_id=agent.tenant_id, actor_id="rita", roles=frozenset({"approver"}))
+    ready: list[tuple[str, str]] = []
+    for index in range(count):
+        arguments = {"order_id": f"ord-{worker}{index:06d}", "amount_minor": 30, "currency": "EUR"}
+        proposal = service.propose(agent, "refund_order", arguments)
+        approval = service.approve(approver, proposal.proposal_id, digest=proposal.digest)
+        ready.append((proposal.proposal_id, approval.approval_id))
+    start.wait()
+    began = time.monotonic()
+    for proposal_id, approval_id in ready:
+        result = service.perform(agent, proposal_id, approval=approval_id)
+        if result.state is not OperationState.SUCCEEDED:
+            raise SystemExit(f"{proposal_id} ended {result.state} ({result.reason})")
+    times[2 * worker : 2 * worker + 2] = [began, time.monotonic()]
+    receiver.close()
+    store.close()
+
+
+def _measure(base_url: str, workers: int, operations: int, shared: bool) -> float:
+    schema = f"el_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    url = _with_schema(base_url, schema)
+    store = open_store(url)
+    for tenant in ["acme"] if shared else [f"tenant-{w}" for w in range(workers)]:
+        limit = 30 * operations
+        store.write(
+            lambda tx, t=tenant, n=limit: tx.run(  # type: ignore[misc]
+                "capacity_limit_set",
+                {"tenant_id": t, "pool": "refunds", "limit_units": n, "now_us": 0},
+            )
+        )
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(workers)
+    times = context.Manager().list([0.0] * (2 * workers))
+    per_worker = operations // workers
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            processes = [
+                context.Process(
+                    target=worker_main, args=(url, folder, w, per_worker, shared, start, times)
+                )
+                for w in range(workers)
+            ]
+            for process in processes:
+                process.start()
+            for process in processes:
+                process.join()
+            if any(process.exitcode != 0 for process in processes):
+                raise SystemExit("a worker process failed")
+        if store.read(totals_mismatches_in):
+            raise SystemExit("the running totals differ from the operations")
+    finally:
+        store.close()
+        parts = urlsplit(base_url)
+        with psycopg.connect(urlunsplit(parts._replace(query="")), autocommit=True) as connection:
+            connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    return per_worker * workers / (max(times[1::2]) - min(times[0::2]))
+
+
+def main() -> int:
+    """Alternate the two runs and print the best throughput of each and their ratio."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("EFFECTLEDGER_BENCH_POSTGRES_URL")
+        or os.environ.get("EFFECTLEDGER_TEST_POSTGRES_URL"),
+        help="a PostgreSQL database the benchmark may create schemas in",
+    )
+    parser.add_argument("--operations", type=int, default=800, help="refunds per run (800)")
+    parser.add_argument("--workers", type=int, default=8, help="worker processes (8)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each, best kept (3)")
+    args = parser.parse_args()
+    if not args.url:
+        parser.error("give --url or set EFFECTLEDGER_BENCH_POSTGRES_URL")
+    best = {True: 0.0, False: 0.0}
+    for _ in range(args.repeat):
+        for shared in (True, False):
+            best[shared] = max(
+                best[shared], _measure(args.url, args.workers, args.operations, shared)
+            )
+            print(
+                f"  {'one pool' if shared else 'own pools'}: {best[shared]:.0f}/s", file=sys.stderr
+            )
+    print(f"{args.workers} processes, {args.operations} performs per run, best of {args.repeat}")
+    print(f"one pool (shared totals row): {best[True]:8.0f} performs/s")
+    print(f"own pools (floor):            {best[False]:8.0f} performs/s")
+    print(f"ratio one/own:                {best[True] / best[False]:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
