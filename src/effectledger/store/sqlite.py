@@ -34,6 +34,11 @@ __all__ = ["SQLiteStore"]
 T = TypeVar("T")
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
 MAX_ATTEMPTS = 3
+CACHE_KIB = 65536
+"""Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB keeps the inner pages
+of every index of a ledger of millions of operations in memory, where SQLite's own default
+(2 MiB) keeps them only to about ten thousand (docs/scaling.md). Memory is taken as pages are
+read, per connection (one per thread): ``cache_kib`` in the URL sets it."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -103,6 +108,7 @@ class SQLiteStore:
         *,
         synchronous: str = "FULL",
         busy_timeout_ms: int = 5000,
+        cache_kib: int = CACHE_KIB,
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
         create: bool = True,
@@ -111,10 +117,13 @@ class SQLiteStore:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
         if busy_timeout_ms < 0 or max_attempts < 1:
             raise InvalidInput("busy_timeout_ms must be >= 0 and max_attempts >= 1")
+        if isinstance(cache_kib, bool) or not isinstance(cache_kib, int) or cache_kib < 1:
+            raise InvalidInput("cache_kib must be a whole number of KiB from 1", field="cache_kib")
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self.synchronous = synchronous.upper()
         self.busy_timeout_ms = busy_timeout_ms
+        self.cache_kib = cache_kib
         self.max_attempts = max_attempts
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
@@ -139,7 +148,8 @@ class SQLiteStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..`` are accepted)."""
+        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..&cache_kib=..`` are
+        accepted)."""
         parts = urlsplit(url)
         if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
             raise InvalidInput(f"an SQLite URL looks like sqlite:///path.db, not {url!r}")
@@ -149,13 +159,12 @@ class SQLiteStore:
         for key, values in parse_qs(parts.query).items():
             if key == "synchronous":
                 options.setdefault("synchronous", values[-1])
-            elif key == "busy_timeout_ms":
+            elif key in ("busy_timeout_ms", "cache_kib"):
                 try:
-                    options.setdefault("busy_timeout_ms", int(values[-1]))
+                    options.setdefault(key, int(values[-1]))
                 except ValueError as exc:
                     raise InvalidInput(
-                        "busy_timeout_ms in the SQLite URL must be an integer",
-                        field="busy_timeout_ms",
+                        f"{key} in the SQLite URL must be an integer", field=key
                     ) from exc
             else:
                 raise InvalidInput(f"unknown SQLite URL option {key!r}")
@@ -214,6 +223,7 @@ class SQLiteStore:
             if mode.lower() != "wal":
                 raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
             connection.execute(fill(self._own["synchronous"], level=self.synchronous))
+            connection.execute(fill(self._own["cache_size"], kib=self.cache_kib))
         except sqlite3.Error as exc:
             raise _translate(exc, f"opening {self.path}") from exc
         with self._lock:
