@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger, SimulatedReceiver, SubmitMode
-from effectledger.authority.capacity import totals_mismatches_in
+from effectledger.authority.capacity import rebuild_totals_in, totals_mismatches_in
 from tests.conftest import count_rows, raw_sql
 from tests.faults._harness import spawn_all
 from tests.races.test_authority_races import PROCESSES, THREADS, race
@@ -24,6 +24,7 @@ from tests.races.world import (
     build,
     close,
     perform_answered_in_process,
+    repair_or_perform_in_process,
 )
 
 LIMIT = 240  # eight refunds of 30
@@ -97,3 +98,57 @@ def test_racing_transitions_keep_the_totals_equal_to_the_operations(
         )
     finally:
         receiver.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_repairs_racing_performs_leave_the_totals_right(
+    mode: str, store_url: str, tmp_path: Path
+) -> None:
+    """Repairs of tampered totals racing performs that move units leave every pool's totals
+    equal to its operations; only the first repair finds the tampering."""
+    service = build(store_url, tmp_path)
+    calls: list[tuple[str, str, str]] = []
+    try:
+        for index in range(THREADS):
+            arguments = {**REFUND_30, "order_id": f"ord-{4000 + index}"}
+            proposal = service.propose(AGENT, "refund_order", arguments)
+            approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
+            calls.append((proposal.proposal_id, approval.approval_id, MODES[index % 3].value))
+        service.perform(AGENT, calls[0][0], approval=calls[0][1])
+        raw_sql(store_url, "UPDATE capacity_totals SET held = held + 500")
+        store = service.ledger.store
+        if mode == "threads":
+            services = [build(store_url, tmp_path) for _ in range(THREADS)]
+            try:
+
+                def one(i: int) -> int:
+                    if i < 4:  # four repairers, twelve performers
+                        return len(store.write(rebuild_totals_in, label="capacity repair"))
+                    proposal_id, approval_id, answer = calls[i]
+                    receiver = next(iter(services[i].destinations.values()))
+                    receiver.submit_mode = SubmitMode(answer)  # type: ignore[attr-defined]
+                    services[i].perform(AGENT, proposal_id, approval=approval_id)
+                    return 0
+
+                found = sum(race(THREADS, one))
+            finally:
+                for other in services:
+                    close(other)
+        else:
+            performs = calls[4:]
+            chunks = [
+                (store_url, str(tmp_path), 3 if worker == 0 else 0, performs[worker::PROCESSES])
+                for worker in range(PROCESSES)
+            ]
+            found = sum(
+                report["found"] for report in spawn_all(repair_or_perform_in_process, chunks)
+            )
+        assert found == 1  # the first repair fixed it; the later ones found nothing to fix
+        assert store.read(totals_mismatches_in) == []
+        assert count_rows(store_url, "operations") == (THREADS - 4) + 1
+        usage = service.authority.capacity(AGENT, "refunds")
+        held = _units(store_url, f"state IN {HELD}")
+        assert (usage.held, usage.committed) == (held, _units(store_url, "state = 'SUCCEEDED'"))
+    finally:
+        close(service)
