@@ -15,6 +15,12 @@ from effectledger.store import open_store
 from tests.conftest import RAW_REFUSED, count_rows, raw_sql
 from tests.races.world import AGENT, REFUND_30, approver, build, close
 
+# One row of the pool's totals (PostgreSQL spreads a pool over several) gains 500 held units.
+TAMPER = (
+    "UPDATE capacity_totals SET held = held + 500 "
+    "WHERE shard = (SELECT min(shard) FROM capacity_totals)"
+)
+
 
 @pytest.fixture
 def service(store_url: str, tmp_path: Path) -> Iterator[EffectLedger]:
@@ -94,7 +100,7 @@ def test_capacity_check_finds_and_repairs_a_wrong_total(
     """``capacity check`` exits 1 on a tampered total; ``--repair`` rebuilds it from operations."""
     _mix(service)
     assert main(["capacity", "check", "--db", store_url]) == 0
-    raw_sql(store_url, "UPDATE capacity_totals SET held = held + 500")
+    raw_sql(store_url, TAMPER)
     assert main(["capacity", "check", "--db", store_url]) == 1
     assert "pool refunds: totals held 530" in capsys.readouterr().out
     assert _totals(store_url) == [("acme", "refunds", 530, 60, 30)]  # a check changes nothing

@@ -35,10 +35,10 @@ T = TypeVar("T")
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
 MAX_ATTEMPTS = 3
 CACHE_KIB = 65536
-"""Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB keeps the inner pages
-of every index of a ledger of millions of operations in memory, where SQLite's own default
-(2 MiB) keeps them only to about ten thousand (docs/scaling.md). Memory is taken as pages are
-read, per connection (one per thread): ``cache_kib`` in the URL sets it."""
+"""Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB holds the inner pages
+of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
+(docs/scaling.md, "A long history"). Memory is taken as pages are read, per connection (one
+per thread): ``cache_kib`` in the URL sets it."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:

@@ -19,6 +19,10 @@ CREATE TABLE capacity_totals (
     PRIMARY KEY (tenant_id, pool, shard)
 );
 
+-- Each pool's totals are spread over 8 rows, chosen by the server process that moves the units:
+-- transactions on different connections rarely wait for one another's row, and a read sums the
+-- pool's rows (benchmarks/capacity_pool.py measured one row per pool at half the throughput of
+-- separate pools under 8 processes; docs/scaling.md).
 CREATE FUNCTION effectledger_capacity_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     held_delta      BIGINT := 0;
@@ -45,7 +49,8 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO capacity_totals AS t (tenant_id, pool, shard, held, committed, freed)
-    VALUES (NEW.tenant_id, NEW.pool, 0, held_delta, committed_delta, freed_delta)
+    VALUES (NEW.tenant_id, NEW.pool, pg_backend_pid() % 8, held_delta, committed_delta,
+            freed_delta)
     ON CONFLICT (tenant_id, pool, shard) DO UPDATE SET
         held = t.held + EXCLUDED.held,
         committed = t.committed + EXCLUDED.committed,
