@@ -46,12 +46,12 @@ def test_open_without_create_refuses_a_schema_behind_and_leaves_it(store_url: st
     """A ledger missing its newest migration raises InvalidInput (schema_behind) and is not
     migrated by the refused open."""
     open_store(store_url).close()
-    newest = run_sql(store_url, "SELECT max(version) FROM schema_migrations")[0][0]
-    run_sql(store_url, "DELETE FROM schema_migrations WHERE version = ?", (newest,))
+    versions = sorted(row[0] for row in run_sql(store_url, "SELECT version FROM schema_migrations"))
+    run_sql(store_url, "DELETE FROM schema_migrations WHERE version = ?", (versions[-1],))
     with pytest.raises(InvalidInput) as raised:
         open_store(store_url, create=False)
     assert raised.value.details["reason"] == "schema_behind"
-    assert run_sql(store_url, "SELECT max(version) FROM schema_migrations")[0][0] == newest - 1
+    assert run_sql(store_url, "SELECT max(version) FROM schema_migrations")[0][0] == versions[-2]
 
 
 def test_a_receiver_opened_without_create_must_exist(tmp_path: Path) -> None:

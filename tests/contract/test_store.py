@@ -328,3 +328,24 @@ def test_an_operation_step_on_a_stale_row_writes_nothing(
     row = store.one("operation_get", {"tenant_id": context.tenant_id, "operation_id": "op-1"})
     assert row is not None
     assert row["event_sequence"] == params["new_sequence"] - 1
+
+
+def test_an_sqlite_connection_takes_the_configured_page_cache(tmp_path: Any) -> None:
+    """Each SQLite connection's page cache is 64 MiB by default and ``cache_kib`` in the URL."""
+    for query, expected in (("", -65536), ("?cache_kib=4096", -4096)):
+        store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}{query}")
+        try:
+            connection = store._connection()  # type: ignore[attr-defined]
+            assert connection.execute("PRAGMA cache_size").fetchone()[0] == expected
+        finally:
+            store.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "lots", "1.5"])
+def test_a_bad_sqlite_cache_size_is_invalid_input(tmp_path: Any, value: str) -> None:
+    """A ``cache_kib`` that is not a whole number of KiB from 1 is refused and creates no file."""
+    path = tmp_path / "ledger.db"
+    with pytest.raises(InvalidInput) as caught:
+        open_store(f"sqlite:///{path}?cache_kib={value}")
+    assert (caught.value.code, caught.value.details["field"]) == ("invalid_input", "cache_kib")
+    assert not path.exists()

@@ -28,6 +28,7 @@ from effectledger import (
 )
 from effectledger.app.keys import ApiKeys
 from effectledger.audit.cosign import Cosigner
+from effectledger.authority.capacity import totals_mismatches_in
 from effectledger.audit.moving import move_ledger
 from effectledger.audit.witness import Witness
 from effectledger.audit.witness_http import serve_witness
@@ -151,6 +152,9 @@ def test_a_moved_ledger_holds_every_row_and_performs_recovers_seals_and_verifies
             5,
         )  # looked up, never resent
         assert world.receiver.effects_for(world.app.operation(REVIEWER, lost).idempotency_key) == 1
+        # the target's triggers built its capacity totals from the copied operations
+        assert world.app.store.read(totals_mismatches_in) == []
+        assert world.app.store.read(lambda tx: tx.all("capacity_totals_all", {}))
     finally:
         world.close()
     verified = _cli("audit", "verify", "--bundle", str(bundle), "--key", VERIFIER_KEY, cwd=tmp_path)

@@ -52,6 +52,7 @@ def forge(service: EffectLedger, store_url: str, proposal_id: str) -> None:
     """
     for table in ("proposals", "approvals", "audit_events"):
         drop_trigger(store_url, table, f"{table}_no_update")
+    drop_trigger(store_url, "operations", "operations_capacity_fixed")
     store = service.ledger.store
     stored = store.one("proposal_get", {"tenant_id": "acme", "proposal_id": proposal_id})
     assert stored is not None

@@ -15,6 +15,7 @@ from typing import TypeVar
 import pytest
 
 from effectledger import EffectLedger, SimulatedReceiver
+from effectledger.authority.capacity import totals_mismatches_in
 from effectledger.events.chain import verify_chain
 from effectledger.model import EffectResult
 from tests.conftest import count_rows
@@ -153,6 +154,7 @@ def test_a_capacity_limit_is_never_overspent(
     assert count_rows(store_url, "operations") == 3
     usage = service.authority.capacity(AGENT, "refunds")
     assert (usage.held, usage.committed) == (0, 90)
+    assert service.ledger.store.read(totals_mismatches_in) == []
     assert effects(tmp_path) == 3
 
 

@@ -18,6 +18,7 @@ from effectledger import (
     LedgerSettings,
     ManualClock,
     SimulatedReceiver,
+    SubmitMode,
 )
 from effectledger.actions.policy import Preauthorization, RulePolicy
 from effectledger.actions.registry import ActionRegistry
@@ -144,3 +145,51 @@ def approve_and_perform_in_process(
         outcomes.append((result.outcome, result.reason, str(result.state)))
     close(service)
     results.put({"worker": worker, "outcomes": outcomes})
+
+
+def perform_answered_in_process(
+    store_url: str,
+    directory: str,
+    calls: list[tuple[str, str, str]],
+    barrier: Any,
+    results: Any,
+    worker: int,
+) -> None:
+    """Spawned: perform each ``(proposal_id, approval_id, mode)`` as the agent after the
+    barrier, the receiver answering each submission in that :class:`SubmitMode`."""
+    service = build(store_url, Path(directory))
+    receiver = next(iter(service.destinations.values()))
+    barrier.wait()
+    outcomes = []
+    for proposal_id, approval_id, mode in calls:
+        receiver.submit_mode = SubmitMode(mode)  # type: ignore[attr-defined]
+        result = service.perform(AGENT, proposal_id, approval=approval_id)
+        outcomes.append((result.outcome, result.reason, str(result.state)))
+    close(service)
+    results.put({"worker": worker, "outcomes": outcomes})
+
+
+def repair_or_perform_in_process(
+    store_url: str,
+    directory: str,
+    repairs: int,
+    calls: list[tuple[str, str, str]],
+    barrier: Any,
+    results: Any,
+    worker: int,
+) -> None:
+    """Spawned: after the barrier, rebuild the capacity totals ``repairs`` times (reporting how
+    many rounds found a mismatch), then perform each ``(proposal_id, approval_id, mode)`` as the
+    agent, the receiver answering in that :class:`SubmitMode`."""
+    from effectledger.authority.capacity import rebuild_totals_in
+
+    service = build(store_url, Path(directory))
+    receiver = next(iter(service.destinations.values()))
+    store = service.ledger.store
+    barrier.wait()
+    found = sum(bool(store.write(rebuild_totals_in, label="repair")) for _ in range(repairs))
+    for proposal_id, approval_id, mode in calls:
+        receiver.submit_mode = SubmitMode(mode)  # type: ignore[attr-defined]
+        service.perform(AGENT, proposal_id, approval=approval_id)
+    close(service)
+    results.put({"worker": worker, "found": found})

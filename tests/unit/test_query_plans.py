@@ -37,6 +37,9 @@ WHOLE_TENANT = {
     "operations_uncertain_oldest_by_tenant": "the gauges: every tenant's uncertain operations",
     "log_pending_oldest_by_tenant": "the gauges: every tenant's oldest pending entry",
     "operations_in_review": "the manual-review queue: the partial index holds only those in review",
+    "capacity_recount": "the capacity check recounts every pool from its operations",
+    "capacity_totals_all": "the capacity check compares every pool's running totals",
+    "capacity_totals_rebuild": "the capacity repair rebuilds every pool from its operations",
 }
 _PARAMETER = re.compile(r":(\w+)")
 

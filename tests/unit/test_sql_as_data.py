@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from effectledger.sql import fill, load_statements
+import effectledger.sql
+from effectledger.sql import fill, load_statements, migrations
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "effectledger"
 _STATEMENT = re.compile(
@@ -59,3 +60,25 @@ def test_a_template_takes_only_a_number_or_a_bare_word() -> None:
     for bad in ("FULL; DROP TABLE operations", "full", "1 OR 1", True, ""):
         with pytest.raises(ValueError):
             fill("PRAGMA synchronous = {level}", level=bad)  # type: ignore[arg-type]
+
+
+def _fake_package(tmp_path: Path, names: list[str]) -> Path:
+    folder = tmp_path / "sql" / "sqlite" / "migrations"
+    folder.mkdir(parents=True)
+    for name in names:
+        (folder / name).write_text(f"-- {name}\n", "utf-8")
+    return tmp_path
+
+
+def test_migrations_may_skip_a_number_but_not_repeat_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing migration number is allowed (the store applies a late one when it comes); two
+    migrations with one number are refused."""
+    gap = _fake_package(tmp_path / "gap", ["0001_a.sql", "0003_c.sql", "notes.txt"])
+    monkeypatch.setattr(effectledger.sql.resources, "files", lambda _: gap)
+    assert [(v, n) for v, n, _ in migrations("sqlite")] == [(1, "a"), (3, "c")]
+    twice = _fake_package(tmp_path / "twice", ["0001_a.sql", "0001_b.sql"])
+    monkeypatch.setattr(effectledger.sql.resources, "files", lambda _: twice)
+    with pytest.raises(ValueError, match="distinct numbers"):
+        migrations("sqlite")

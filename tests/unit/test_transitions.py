@@ -61,8 +61,8 @@ def test_capacity_states_partition_the_states() -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_the_capacity_query_derives_from_the_table(dialect: str) -> None:
-    """The capacity SQL sums exactly the table's holding, committing and freeing states."""
-    query = load_queries(dialect)["capacity_usage"]
+    """The capacity recount sums exactly the table's holding, committing and freeing states."""
+    query = load_queries(dialect)["capacity_recount"]
     found = {
         name: set(re.findall(r"'([A-Z_]+)'", part))
         for name, part in zip(

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from effectledger.errors import InvalidInput
 from effectledger.ledger import Ledger, append_event, lock_scope
 from effectledger.model.authority import CapacityUsage
-from effectledger.model.operations import validate_identifier
+from effectledger.model.operations import Row, validate_identifier
 from effectledger.model.states import EventType
 from effectledger.store import Transaction
 
-__all__ = ["CAPACITY_ACTOR", "capacity_in", "capacity_trail", "check_limit", "set_limit_in"]
+__all__ = [
+    "CAPACITY_ACTOR",
+    "TotalsMismatch",
+    "capacity_in",
+    "capacity_trail",
+    "check_limit",
+    "rebuild_totals_in",
+    "set_limit_in",
+    "totals_mismatches_in",
+]
 
 CAPACITY_ACTOR = "capacity-admin"
 
@@ -58,6 +69,54 @@ def set_limit_in(
             "previous_units": None if previous is None else int(previous["limit_units"]),
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TotalsMismatch:
+    """A pool whose running totals differ from its operations' units: ``(held, committed,
+    freed)`` as stored in ``capacity_totals`` and as recounted from the operations."""
+
+    tenant_id: str
+    pool: str
+    stored: tuple[int, int, int]
+    recounted: tuple[int, int, int]
+
+
+def _by_pool(rows: list[Row]) -> dict[tuple[str, str], tuple[int, int, int]]:
+    return {
+        (str(row["tenant_id"]), str(row["pool"])): (
+            int(row["held"]),
+            int(row["committed"]),
+            int(row["freed"]),
+        )
+        for row in rows
+    }
+
+
+def totals_mismatches_in(tx: Transaction) -> list[TotalsMismatch]:
+    """Every pool of every tenant whose running totals differ from the sum over its operations
+    (read in ``tx``, one snapshot: the totals move in the transactions that move the units)."""
+    stored = _by_pool(tx.all("capacity_totals_all", {}))
+    recounted = _by_pool(tx.all("capacity_recount", {}))
+    zero = (0, 0, 0)
+    return [
+        TotalsMismatch(
+            tenant, pool, stored.get((tenant, pool), zero), recounted.get((tenant, pool), zero)
+        )
+        for tenant, pool in sorted(stored.keys() | recounted.keys())
+        if stored.get((tenant, pool), zero) != recounted.get((tenant, pool), zero)
+    ]
+
+
+def rebuild_totals_in(tx: Transaction) -> list[TotalsMismatch]:
+    """Rebuild every pool's running totals from its operations in ``tx``, with every other
+    writer held off; return the mismatches found just before (none: nothing is rewritten)."""
+    tx.run("capacity_totals_lock", {})
+    found = totals_mismatches_in(tx)
+    if found:
+        tx.run("capacity_totals_clear", {})
+        tx.run("capacity_totals_rebuild", {})
+    return found
 
 
 def capacity_in(tx: Transaction, tenant_id: str, pool: str) -> CapacityUsage:

@@ -1,5 +1,5 @@
-"""The ``effectledger`` command: demo, migrate, status, recover, worker, config, audit, serve,
-keys, proposals, approve, deny, mcp, witness.
+"""The ``effectledger`` command: demo, migrate, status, recover, capacity, worker, config, audit,
+serve, keys, proposals, approve, deny, mcp, witness.
 
 Each command group is one module exposing ``register(commands)``, which adds its parsers and
 gives each a ``handler(args, out) -> exit code`` with ``set_defaults``. Adding a command is one
@@ -23,6 +23,7 @@ from typing import Protocol
 import effectledger
 from effectledger.cli import (
     audit,
+    capacity,
     config,
     demo,
     http_api,
@@ -54,6 +55,7 @@ class CommandGroup(Protocol):
 COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     demo,
     ledger,
+    capacity,
     worker,
     config,
     audit,

@@ -52,8 +52,9 @@ refilled from the source, in the source's order, without its ids: the target num
 RENUMBERED = {"log_pending": "pending_id"}
 """Columns the target numbers itself: left out of the copy and of the digest."""
 
-NOT_MOVED = frozenset({"schema_migrations"})
-"""Tables the target's own migrations fill."""
+NOT_MOVED = frozenset({"schema_migrations", "capacity_totals"})
+"""Tables the target fills itself: its migrations, and the running capacity totals, which its
+triggers build from the operations as they are copied (sharded by the target's own rule)."""
 
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 

@@ -44,6 +44,11 @@ _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and
 MAX_ATTEMPTS = 3
 _SQLITE_READONLY = 8  # primary result codes (the low byte of an extended code)
 _SQLITE_FULL = 13
+CACHE_KIB = 65536
+"""Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB holds the inner pages
+of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
+(docs/scaling.md, "A long history"). Memory is taken as pages are read, per connection (one
+per thread): ``cache_kib`` in the URL sets it."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -194,6 +199,7 @@ class SQLiteStore:
         *,
         synchronous: str = "FULL",
         busy_timeout_ms: int = 5000,
+        cache_kib: int = CACHE_KIB,
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
         create: bool = True,
@@ -202,10 +208,13 @@ class SQLiteStore:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
         if busy_timeout_ms < 0 or max_attempts < 1:
             raise InvalidInput("busy_timeout_ms must be >= 0 and max_attempts >= 1")
+        if isinstance(cache_kib, bool) or not isinstance(cache_kib, int) or cache_kib < 1:
+            raise InvalidInput("cache_kib must be a whole number of KiB from 1", field="cache_kib")
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self.synchronous = synchronous.upper()
         self.busy_timeout_ms = busy_timeout_ms
+        self.cache_kib = cache_kib
         self.max_attempts = max_attempts
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
@@ -230,7 +239,8 @@ class SQLiteStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..`` are accepted)."""
+        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..&cache_kib=..`` are
+        accepted)."""
         parts = urlsplit(url)
         if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
             raise InvalidInput(f"an SQLite URL looks like sqlite:///path.db, not {url!r}")
@@ -240,13 +250,12 @@ class SQLiteStore:
         for key, values in parse_qs(parts.query).items():
             if key == "synchronous":
                 options.setdefault("synchronous", values[-1])
-            elif key == "busy_timeout_ms":
+            elif key in ("busy_timeout_ms", "cache_kib"):
                 try:
-                    options.setdefault("busy_timeout_ms", int(values[-1]))
+                    options.setdefault(key, int(values[-1]))
                 except ValueError as exc:
                     raise InvalidInput(
-                        "busy_timeout_ms in the SQLite URL must be an integer",
-                        field="busy_timeout_ms",
+                        f"{key} in the SQLite URL must be an integer", field=key
                     ) from exc
             else:
                 raise InvalidInput(f"unknown SQLite URL option {key!r}")
@@ -322,6 +331,7 @@ class SQLiteStore:
             if mode.lower() != "wal":
                 raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
             connection.execute(fill(self._own["synchronous"], level=self.synchronous))
+            connection.execute(fill(self._own["cache_size"], kib=self.cache_kib))
         except sqlite3.Error as exc:
             raise _translate(exc, f"opening {self.path}") from exc
         with self._lock:

@@ -507,12 +507,43 @@ ON CONFLICT (tenant_id, pool) DO UPDATE SET
     limit_units = excluded.limit_units, updated_us = excluded.updated_us;
 
 -- name: capacity_usage
-SELECT
-    coalesce(sum(CASE WHEN state IN ('READY', 'IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
-                                     'RETRY_PENDING') THEN units ELSE 0 END), 0) AS held,
-    coalesce(sum(CASE WHEN state = 'SUCCEEDED' THEN units ELSE 0 END), 0) AS committed,
-    coalesce(sum(CASE WHEN state IN ('REJECTED', 'RELEASED') THEN units ELSE 0 END), 0) AS freed
-FROM operations WHERE tenant_id = %(tenant_id)s AND pool = %(pool)s;
+-- The pool's running totals (migration 14), summed over its shards: one key read.
+SELECT coalesce(sum(held), 0) AS held, coalesce(sum(committed), 0) AS committed,
+       coalesce(sum(freed), 0) AS freed
+FROM capacity_totals WHERE tenant_id = %(tenant_id)s AND pool = %(pool)s;
+
+-- name: capacity_recount
+-- What the totals should be: every pool's units summed from its operations (the check reads
+-- the whole ledger on purpose).
+SELECT tenant_id, pool,
+    sum(CASE WHEN state IN ('READY', 'IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
+                            'RETRY_PENDING') THEN units ELSE 0 END) AS held,
+    sum(CASE WHEN state = 'SUCCEEDED' THEN units ELSE 0 END) AS committed,
+    sum(CASE WHEN state IN ('REJECTED', 'RELEASED') THEN units ELSE 0 END) AS freed
+FROM operations WHERE pool IS NOT NULL AND units > 0
+GROUP BY tenant_id, pool ORDER BY tenant_id, pool;
+
+-- name: capacity_totals_all
+SELECT tenant_id, pool, sum(held) AS held, sum(committed) AS committed, sum(freed) AS freed
+FROM capacity_totals GROUP BY tenant_id, pool ORDER BY tenant_id, pool;
+
+-- name: capacity_totals_lock
+-- Holds off every writer of operations until the rebuild commits (they wait, none fails).
+LOCK TABLE operations, capacity_totals IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: capacity_totals_clear
+DELETE FROM capacity_totals;
+
+-- name: capacity_totals_rebuild
+INSERT INTO capacity_totals (tenant_id, pool, shard, held, committed, freed)
+SELECT tenant_id, pool, 0,
+    sum(CASE WHEN state IN ('READY', 'IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
+                            'RETRY_PENDING') THEN units ELSE 0 END),
+    sum(CASE WHEN state = 'SUCCEEDED' THEN units ELSE 0 END),
+    sum(CASE WHEN state IN ('REJECTED', 'RELEASED') THEN units ELSE 0 END)
+FROM operations WHERE pool IS NOT NULL AND units > 0
+GROUP BY tenant_id, pool;
+
 -- Evidence: Merkle log, checkpoints, export
 
 -- Evidence: Merkle log, checkpoints, export

@@ -219,7 +219,76 @@ CREATE TABLE capacity_limits (
     PRIMARY KEY (tenant_id, pool)
 );
 
-CREATE INDEX operations_capacity ON operations (tenant_id, pool, state, units);
+-- Running capacity totals per pool, moved by triggers in the transaction that moves the units
+-- (migration 14): admission reads them instead of summing the pool's history.
+CREATE TABLE capacity_totals (
+    tenant_id TEXT    NOT NULL,
+    pool      TEXT    NOT NULL,
+    shard     INTEGER NOT NULL CHECK (shard >= 0),
+    held      BIGINT  NOT NULL DEFAULT 0,
+    committed BIGINT  NOT NULL DEFAULT 0,
+    freed     BIGINT  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, pool, shard)
+);
+
+-- Each pool's totals are spread over 8 rows, chosen by the server process that moves the units:
+-- transactions on different connections rarely wait for one another's row, and a read sums the
+-- pool's rows (benchmarks/capacity_pool.py measured one row per pool at half the throughput of
+-- separate pools under 8 processes; docs/scaling.md).
+CREATE FUNCTION effectledger_capacity_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    held_delta      BIGINT := 0;
+    committed_delta BIGINT := 0;
+    freed_delta     BIGINT := 0;
+BEGIN
+    IF NEW.state = 'SUCCEEDED' THEN
+        committed_delta := NEW.units;
+    ELSIF NEW.state IN ('REJECTED', 'RELEASED') THEN
+        freed_delta := NEW.units;
+    ELSE
+        held_delta := NEW.units;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.state = 'SUCCEEDED' THEN
+            committed_delta := committed_delta - OLD.units;
+        ELSIF OLD.state IN ('REJECTED', 'RELEASED') THEN
+            freed_delta := freed_delta - OLD.units;
+        ELSE
+            held_delta := held_delta - OLD.units;
+        END IF;
+    END IF;
+    IF held_delta = 0 AND committed_delta = 0 AND freed_delta = 0 THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO capacity_totals AS t (tenant_id, pool, shard, held, committed, freed)
+    VALUES (NEW.tenant_id, NEW.pool, pg_backend_pid() % 8, held_delta, committed_delta,
+            freed_delta)
+    ON CONFLICT (tenant_id, pool, shard) DO UPDATE SET
+        held = t.held + EXCLUDED.held,
+        committed = t.committed + EXCLUDED.committed,
+        freed = t.freed + EXCLUDED.freed;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER operations_capacity_admitted AFTER INSERT ON operations
+    FOR EACH ROW WHEN (NEW.pool IS NOT NULL AND NEW.units > 0)
+    EXECUTE FUNCTION effectledger_capacity_moved();
+
+CREATE TRIGGER operations_capacity_moved AFTER UPDATE OF state ON operations
+    FOR EACH ROW WHEN (NEW.pool IS NOT NULL AND NEW.units > 0 AND OLD.state <> NEW.state)
+    EXECUTE FUNCTION effectledger_capacity_moved();
+
+CREATE FUNCTION effectledger_capacity_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'an operation''s pool and units are fixed at admission'
+        USING ERRCODE = 'integrity_constraint_violation';
+END;
+$$;
+
+CREATE TRIGGER operations_capacity_fixed BEFORE UPDATE OF pool, units ON operations
+    FOR EACH ROW WHEN (NEW.pool IS DISTINCT FROM OLD.pool OR NEW.units <> OLD.units)
+    EXECUTE FUNCTION effectledger_capacity_fixed();
 
 CREATE INDEX operations_by_reference
     ON operations (tenant_id, destination_account, destination_endpoint, provider_reference);

@@ -203,7 +203,61 @@ CREATE TABLE capacity_limits (
     PRIMARY KEY (tenant_id, pool)
 ) WITHOUT ROWID;
 
-CREATE INDEX operations_capacity ON operations (tenant_id, pool, state, units);
+-- Running capacity totals per pool, moved by triggers in the transaction that moves the units
+-- (migration 14): admission reads them instead of summing the pool's history.
+CREATE TABLE capacity_totals (
+    tenant_id TEXT    NOT NULL,
+    pool      TEXT    NOT NULL,
+    shard     INTEGER NOT NULL CHECK (shard >= 0),
+    held      INTEGER NOT NULL DEFAULT 0,
+    committed INTEGER NOT NULL DEFAULT 0,
+    freed     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, pool, shard)
+) WITHOUT ROWID;
+
+CREATE TRIGGER operations_capacity_admitted AFTER INSERT ON operations
+WHEN NEW.pool IS NOT NULL AND NEW.units > 0
+BEGIN
+    INSERT INTO capacity_totals (tenant_id, pool, shard, held, committed, freed)
+    VALUES (
+        NEW.tenant_id, NEW.pool, 0,
+        CASE WHEN NEW.state IN ('READY', 'IN_PROGRESS', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW',
+                                'RETRY_PENDING') THEN NEW.units ELSE 0 END,
+        CASE WHEN NEW.state = 'SUCCEEDED' THEN NEW.units ELSE 0 END,
+        CASE WHEN NEW.state IN ('REJECTED', 'RELEASED') THEN NEW.units ELSE 0 END
+    )
+    ON CONFLICT (tenant_id, pool, shard) DO UPDATE SET
+        held = held + excluded.held,
+        committed = committed + excluded.committed,
+        freed = freed + excluded.freed;
+END;
+
+-- Only a change of category (held, committed, freed) touches the pool's row.
+CREATE TRIGGER operations_capacity_moved AFTER UPDATE OF state ON operations
+WHEN NEW.pool IS NOT NULL AND NEW.units > 0
+    AND (OLD.state = 'SUCCEEDED') + 2 * (OLD.state IN ('REJECTED', 'RELEASED'))
+        != (NEW.state = 'SUCCEEDED') + 2 * (NEW.state IN ('REJECTED', 'RELEASED'))
+BEGIN
+    INSERT INTO capacity_totals (tenant_id, pool, shard, held, committed, freed)
+    VALUES (
+        NEW.tenant_id, NEW.pool, 0,
+        NEW.units * ((NEW.state NOT IN ('SUCCEEDED', 'REJECTED', 'RELEASED'))
+                     - (OLD.state NOT IN ('SUCCEEDED', 'REJECTED', 'RELEASED'))),
+        NEW.units * ((NEW.state = 'SUCCEEDED') - (OLD.state = 'SUCCEEDED')),
+        NEW.units * ((NEW.state IN ('REJECTED', 'RELEASED'))
+                     - (OLD.state IN ('REJECTED', 'RELEASED')))
+    )
+    ON CONFLICT (tenant_id, pool, shard) DO UPDATE SET
+        held = held + excluded.held,
+        committed = committed + excluded.committed,
+        freed = freed + excluded.freed;
+END;
+
+CREATE TRIGGER operations_capacity_fixed BEFORE UPDATE OF pool, units ON operations
+WHEN NEW.pool IS NOT OLD.pool OR NEW.units != OLD.units
+BEGIN
+    SELECT RAISE(ABORT, 'an operation''s pool and units are fixed at admission');
+END;
 
 CREATE INDEX operations_by_reference
     ON operations (tenant_id, destination_account, destination_endpoint, provider_reference);

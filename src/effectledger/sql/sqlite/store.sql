@@ -26,6 +26,10 @@ PRAGMA journal_mode = WAL;
 -- name: synchronous
 PRAGMA synchronous = {level};
 
+-- name: cache_size
+-- Negative: the page cache of each connection in KiB, whatever the page size.
+PRAGMA cache_size = -{kib};
+
 -- name: migrations_create
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_us INTEGER NOT NULL
