@@ -28,10 +28,10 @@ from effectledger import (
 )
 from effectledger.app.keys import ApiKeys
 from effectledger.audit.cosign import Cosigner
-from effectledger.authority.capacity import totals_mismatches_in
 from effectledger.audit.moving import move_ledger
 from effectledger.audit.witness import Witness
 from effectledger.audit.witness_http import serve_witness
+from effectledger.authority.capacity import totals_mismatches_in
 from effectledger.cli import main as cli_main
 from effectledger.model.evidence import EvidencePolicy, capture
 from effectledger.store import open_store
