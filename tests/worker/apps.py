@@ -8,7 +8,9 @@ agree on time. ``$EFFECTLEDGER_TEST_RECOVER_AFTER_S`` shortens the wait before r
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
+from pathlib import Path
 
 from effectledger import DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver, connect
 from effectledger.examples.refunds import OrderBook, refund_action
@@ -32,3 +34,14 @@ def refunds(store_url: str) -> EffectLedger:
     ledger = connect(store_url, settings=settings())
     ledger.register(refund_action(orders=OrderBook(), destination=destination), receiver)
     return ledger
+
+
+LOADING_VARIABLE = "EFFECTLEDGER_TEST_LOADING_MARK"
+
+
+def slow_refunds(store_url: str) -> EffectLedger:
+    """``refunds``, after marking the file ``$EFFECTLEDGER_TEST_LOADING_MARK`` and two seconds
+    of loading: a window in which a signal reaches a worker that is still loading its app."""
+    Path(os.environ[LOADING_VARIABLE]).touch()
+    time.sleep(2.0)
+    return refunds(store_url)

@@ -19,7 +19,7 @@ import pytest
 from effectledger import LedgerSettings, OperationState
 from effectledger.clock import SystemClock
 from tests.conftest import count_rows
-from tests.worker.apps import RECEIVER_VARIABLE, RECOVER_AFTER_VARIABLE
+from tests.worker.apps import LOADING_VARIABLE, RECEIVER_VARIABLE, RECOVER_AFTER_VARIABLE
 from tests.worker.support import Refunds, refunds, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +57,14 @@ def start_worker(
     )  # fmt: skip
 
 
+def started(process: subprocess.Popen[str]) -> None:
+    """Read the worker's log until it says its loops run (or it ends)."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "worker started" in line:
+            return
+
+
 def stop(process: subprocess.Popen[str], number: int = signal.SIGTERM) -> tuple[int, str, str]:
     """Send ``number`` to the worker and wait for it: exit code, standard output and error."""
     process.send_signal(number)
@@ -76,6 +84,8 @@ def test_four_worker_processes_share_one_store_without_double_work(
         for _ in range(4)
     ]
     try:
+        for worker in workers:  # each has loaded its app and runs its loops before it is stopped
+            started(worker)
         wait_until(lambda: set(world.states(ready + lost)) == {OperationState.SUCCEEDED})
     finally:
         stopped = [stop(worker) for worker in workers]
@@ -105,6 +115,34 @@ def test_sigint_stops_an_idle_worker_with_exit_zero(
     assert code == 0, err
     assert "worker stopped: dispatched 0" in out
     assert count_rows(store_url, "audit_events") == before
+
+
+def test_sigterm_while_the_app_loads_stops_the_worker_with_exit_zero(
+    world: Refunds, store_url: str, tmp_path: Path
+) -> None:
+    """A SIGTERM that arrives while the worker is still loading its application stops it with
+    exit 0 once it has loaded, before it dispatches anything: the READY refund stays READY."""
+    (operation_id,) = world.ready(1)
+    before = count_rows(store_url, "audit_events")
+    mark = tmp_path / "loading"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "effectledger.cli", "worker", "--db", store_url,
+         "--app", "tests.worker.apps:slow_refunds", *FAST],
+        cwd=ROOT,
+        env={**os.environ, RECEIVER_VARIABLE: str(tmp_path / "receiver.db"),
+             LOADING_VARIABLE: str(mark)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    wait_until(mark.exists, timeout=60)  # the factory runs: the app is loading
+    code, out, err = stop(worker)
+    assert code == 0, err
+    assert "SIGTERM received" in err
+    assert "worker stopped" in out
+    assert world.states([operation_id]) == [OperationState.READY]
+    assert count_rows(store_url, "audit_events") == before
+    assert world.receiver.counts().submissions == 0
 
 
 def test_a_killed_worker_leaves_its_operation_for_another_to_reconcile(

@@ -133,39 +133,62 @@ def ledger_gauges(ledger: EffectLedger) -> Gauges | None:
 
 def _run(args: argparse.Namespace, out: Output) -> int:
     log_to_stderr(args.log_format)
-    ledger = load_ledger(args.app, args.db)
+    # A signal that arrives while the application loads is kept, not fatal: once the worker
+    # exists it stops at once, having started nothing (exit 0, as for a signal later on).
+    early: list[int] = []
+    original = {} if args.once else hold_signals(early)
     gauges = None
     try:
-        worker = worker_from(ledger, args)
-        if args.once:
-            done = worker.run_once()
-            _summary(out, worker, done)
-            return 0
-        previous = stop_on_signals(worker)
-        gauges = ledger_gauges(ledger)  # a long-running worker only, once signals stop it
+        ledger = load_ledger(args.app, args.db)
         try:
+            worker = worker_from(ledger, args)
+            if args.once:
+                done = worker.run_once()
+                _summary(out, worker, done)
+                return 0
+            stop_on_signals(worker)
+            if early:
+                _received(early[0])
+                worker.stop()
+            gauges = ledger_gauges(ledger)  # a long-running worker only, once signals stop it
             worker.run()
+            _summary(out, worker, None)
+            return 0
         finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
-        _summary(out, worker, None)
-        return 0
+            if gauges is not None:
+                gauges.close()
+            ledger.close()
     finally:
-        if gauges is not None:
-            gauges.close()
-        ledger.close()
+        for number, handler in original.items():
+            signal.signal(number, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def hold_signals(received: list[int]) -> dict[int, Any]:
+    """Note SIGTERM and SIGINT in ``received`` until a worker exists; the previous handlers."""
+
+    def note(number: int, frame: FrameType | None) -> None:
+        received.append(number)
+
+    return {number: signal.signal(number, note) for number in _STOP_SIGNALS}
+
+
+def _received(number: int) -> None:
+    logging.getLogger("effectledger.workers").info(
+        "%s received: finishing the operations in hand", signal.Signals(number).name
+    )
 
 
 def stop_on_signals(worker: Worker) -> dict[int, Any]:
     """SIGTERM and SIGINT stop the worker gracefully; the previous handlers, to restore."""
 
     def stop(number: int, frame: FrameType | None) -> None:
-        logging.getLogger("effectledger.workers").info(
-            "%s received: finishing the operations in hand", signal.Signals(number).name
-        )
+        _received(number)
         worker.stop()
 
-    return {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    return {number: signal.signal(number, stop) for number in _STOP_SIGNALS}
 
 
 class JsonLines(logging.Formatter):
