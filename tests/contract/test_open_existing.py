@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,39 @@ def test_open_without_create_reads_an_existing_ledger(
         assert [op.operation_id for op in Ledger(existing).list_operations(context)] == ["op-1"]
     finally:
         existing.close()
+
+
+@pytest.mark.slow
+def test_sixteen_threads_opening_an_existing_ledger_at_once_all_open_it(
+    store_url: str, receiver: SimulatedReceiver, context: Context
+) -> None:
+    """16 threads opening, reading and closing one existing ledger again and again all succeed:
+    an opener waits out another's moment of locking (SQLite's WAL recovery and checkpoint on
+    the last close) instead of failing busy, and the ledger still holds its one operation."""
+    store = open_store(store_url)
+    admit(Ledger(store), context, receiver)
+    store.close()
+    failures: list[str] = []
+    seen: list[int] = []
+
+    def open_and_read() -> None:
+        for _ in range(20):
+            try:
+                opened = open_store(store_url, create=False)
+                try:
+                    seen.append(len(Ledger(opened).list_operations(context)))
+                finally:
+                    opened.close()
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=open_and_read) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failures == []
+    assert seen == [1] * 320
 
 
 def test_open_without_create_refuses_a_schema_behind_and_leaves_it(store_url: str) -> None:

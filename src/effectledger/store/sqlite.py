@@ -296,11 +296,7 @@ class SQLiteStore:
             raise InvalidInput(f"{self.path} is not a file", reason="not_a_database")
         latest = migrations("sqlite")[-1][0]
         try:
-            connection = self._open()
-            try:
-                row = connection.execute(self._queries["schema_version"]).fetchone()
-            finally:
-                connection.close()
+            row = self._schema_version()
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 raise _translate(exc, f"opening {self.path}") from exc
@@ -316,6 +312,26 @@ class SQLiteStore:
                 f"the ledger schema of {self.path} is behind; run `effectledger migrate`",
                 reason="schema_behind",
             )
+
+    def _schema_version(self) -> Any:
+        """The stored schema version's row, read on a connection of its own.
+
+        Another process or thread opening or closing the file (recovering or checkpointing its
+        WAL) holds a lock for a moment: the read waits for it within the busy timeout, as every
+        other statement does, and tries again when SQLite answers busy without waiting.
+        """
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            connection = self._open()
+            try:
+                self._set_busy_timeout(connection, self.busy_timeout_ms)
+                return connection.execute(self._queries["schema_version"]).fetchone()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            finally:
+                connection.close()
+            time.sleep(0.01)
 
     def _connect(self) -> sqlite3.Connection:
         try:
