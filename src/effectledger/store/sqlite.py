@@ -172,8 +172,9 @@ class SQLiteStore:
 
     def _open(self) -> sqlite3.Connection:
         if on_read_only_fs(self.path.parent) and self.path.is_file():
+            connection = open_read_only(self.path)
             self._local.read_only = True
-            return open_read_only(self.path)
+            return connection
         self._local.read_only = False
         if not self._create:
             uri = self.path.absolute().as_uri() + "?mode=rw"
