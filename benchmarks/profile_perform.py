@@ -7,14 +7,18 @@ Run it from the repository root::
 Approved refunds are proposed and approved first (not profiled), then ``--performs`` of them are
 performed once each under cProfile, with the ledger and the simulated receiver on files at
 ``synchronous=OFF`` by default, so the disk's flushes do not hide the Python. It prints the CPU
-time per perform without the profiler (measured first, on its own performs), the statements
-each perform sends to the ledger's file, and the ``--top`` functions by their own time, grouped
-into hashing, canonical encoding, validation, statements (the driver) and the rest.
+time per perform without the profiler (measured first, on its own performs) beside the CPU per
+operation of the floor of ``benchmarks/ledger_sqlite.py`` (the same four commits in raw
+``sqlite3``, at the same ``synchronous``) and their ratio; the time each statement takes in the
+driver's ``execute``, per perform and per floor operation, side by side; the statements each
+perform sends to the ledger's file; and the ``--top`` functions by their own time, grouped into
+hashing, canonical encoding, validation, statements (the driver) and the rest.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import pstats
 import shutil
@@ -23,11 +27,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from effectledger import Context, DestinationRef, EffectLedger, OperationState, SimulatedReceiver
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ledger_sqlite import Floor  # the floor of the benchmark this profile explains
 
 AGENT = Context(tenant_id="acme", actor_id="alice")
 APPROVER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
@@ -78,6 +86,80 @@ class Bench:
         self.receiver.close()
 
 
+Timings = collections.defaultdict[str, list[int]]
+
+
+class Timed:
+    """A connection whose ``execute`` adds each statement's CPU time to ``timings``, by its text."""
+
+    def __init__(self, connection: sqlite3.Connection, timings: Timings, file: str) -> None:
+        self.__dict__.update(_real=connection, _timings=timings, _file=file)
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        """Run ``sql`` on the real connection, timed."""
+        started = time.thread_time_ns()  # CPU, not wall: a busy machine's waits are left out
+        cursor = self._real.execute(sql, params)
+        words = sql.partition("=")[0] if sql.startswith("PRAGMA") else sql  # one line a PRAGMA
+        entry = self._timings[f"{self._file} {' '.join(words.split()[:4])[:44]}"]
+        entry[0] += 1
+        entry[1] += time.thread_time_ns() - started
+        return cursor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._real, name, value)
+
+
+def floor_cpu(folder: Path, synchronous: str, count: int) -> tuple[float, Timings]:
+    """The floor's CPU per operation (µs) and its statements' times, both on their own runs."""
+    floor = Floor(folder, 0, 2 * count + 200)
+    try:
+        for connection in (floor.ledger, floor.receiver):
+            connection.execute(f"PRAGMA synchronous = {synchronous}")
+        floor.run(range(200))  # warm up
+        started = time.process_time()
+        floor.run(range(200, 200 + count))
+        used_us = (time.process_time() - started) / count * 1e6
+        timings: Timings = collections.defaultdict(lambda: [0, 0])
+        floor.ledger = Timed(floor.ledger, timings, "ledger")  # type: ignore[assignment]
+        floor.receiver = Timed(floor.receiver, timings, "receiver")  # type: ignore[assignment]
+        floor.run(range(200 + count, 200 + 2 * count))
+    finally:
+        floor.close()
+    return used_us, timings
+
+
+def perform_timings(bench: Bench, count: int) -> Timings:
+    """The time each statement of ``count`` performs takes in ``execute``, by file and text."""
+    timings: Timings = collections.defaultdict(lambda: [0, 0])
+    ready = bench.approved(count)
+    local = bench.store._local  # type: ignore[attr-defined]
+    ledger = bench.store._connection()  # type: ignore[attr-defined]
+    receiver = bench.receiver._connect()
+    local.connection = Timed(ledger, timings, "ledger")
+    bench.receiver._local.connection = Timed(receiver, timings, "receiver")
+    try:
+        bench.perform(ready)
+    finally:
+        local.connection = ledger
+        bench.receiver._local.connection = receiver
+    return timings
+
+
+def print_timings(title: str, timings: Timings, count: int) -> None:
+    """Each statement's count and time per operation, the costliest first."""
+    total = sum(spent for _, spent in timings.values())
+    number = sum(times for times, _ in timings.values())
+    print(f"  {title}: {number / count:.0f} statements, {total / count / 1000:.0f} µs in execute")
+    for text, (times, spent) in sorted(timings.items(), key=lambda item: -item[1][1]):
+        print(
+            f"    {spent / count / 1000:6.1f} µs  {times / count:3.0f} x "
+            f"{spent / times / 1000:5.1f} µs  {text}"
+        )
+
+
 def group_of(where: str) -> str:
     """The group a profiled function's location falls into."""
     for name, marks in GROUPS:
@@ -117,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         bench.perform(ready)
         plain_us = (time.process_time() - started) / args.performs * 1e6
         statements = statements_of_one(bench)
+        timings = perform_timings(bench, args.performs)
+        floor_us, floor_timings = floor_cpu(folder, args.synchronous, args.performs)
         ready = bench.approved(args.performs)
         profile = cProfile.Profile()
         profile.enable()
@@ -130,6 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         f"EffectLedger.perform on SQLite, synchronous={args.synchronous}, {args.performs} performs"
     )
     print(f"CPU per perform without the profiler: {plain_us:.0f} µs")
+    print(
+        f"CPU per operation of the 4-commit floor (raw sqlite3, same synchronous): "
+        f"{floor_us:.0f} µs; perform / floor {plain_us / floor_us:.2f} x"
+    )
+    print("CPU time in the driver's execute, by statement (one perform; one floor operation)")
+    print_timings("perform", timings, args.performs)
+    print_timings("floor", floor_timings, args.performs)
     print(f"statements per perform on the ledger's file: {len(statements)}")
     for text in statements:
         print(f"  {text}")

@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 __all__ = [
@@ -106,16 +106,36 @@ def _key(name: str) -> str:
     return name if "." in name else f"{SCOPE}.{name}"
 
 
-@contextmanager
-def span(step: str, **attributes: Attribute | None) -> Iterator[Span]:
+class _NoSpan:
+    """The block of a span that would record nothing: no generator, no attributes kept."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return _NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = Span(None)
+_SILENT_BLOCK = _NoSpan()
+
+
+def span(step: str, **attributes: Attribute | None) -> AbstractContextManager[Span]:
     """A span ``effectledger.<step>`` around the block, with ``attributes`` (``None`` left out).
 
     An exception leaving the block is recorded on the span and sets its status to error.
+    Without a tracer provider the block costs one check (see :func:`_silent`).
     """
     api = _api()
     if api is None or _silent(api):
-        yield Span(None)
-        return
+        return _SILENT_BLOCK
+    return _recorded(step, attributes)
+
+
+@contextmanager
+def _recorded(step: str, attributes: Mapping[str, Attribute | None]) -> Iterator[Span]:
     tracer = _tracer()
     initial = {_key(k): v for k, v in attributes.items() if v is not None}
     with tracer.start_as_current_span(f"{SCOPE}.{step}", attributes=initial) as current:

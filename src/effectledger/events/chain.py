@@ -18,6 +18,7 @@ from effectledger.events.record import (
     GENESIS_HASH,
     body_from_event,
     entry_bytes,
+    entry_from_row,
     event_body,
     event_version,
     hash_event,
@@ -55,9 +56,13 @@ def _matches(event: AuditEvent) -> bool:
 
 
 def _stored_matches(row: Mapping[str, Any]) -> bool:
-    # The stored bytes are tried first, then the re-encoded value: what _matches accepts.
+    # The stored bytes are tried first (hashed once), then the re-encoded value: what _matches
+    # accepts.
     stored: str = row["event_hash"]
-    return hash_of_entry(stored_entry(row), event_version(stored)) == stored
+    version = event_version(stored)
+    if hash_of_entry(entry_from_row(row), version) == stored:
+        return True
+    return hash_of_entry(stored_entry(row), version) == stored
 
 
 def _link(event: AuditEvent) -> tuple[int, str, str, str]:

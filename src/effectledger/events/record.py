@@ -107,6 +107,7 @@ EVENT_FIELDS: Final = (
 """The chain body's fields in canonical order: the one definition of the event format."""
 
 _NAMES: Final = tuple(field.name for field in EVENT_FIELDS)
+_NAME_SET: Final = frozenset(_NAMES)
 _OBJECT: Final = next(i for i, field in enumerate(EVENT_FIELDS) if field.kind == "object")
 
 
@@ -138,9 +139,9 @@ _sha256 = hashlib.sha256
 
 def event_body(**fields: Any) -> dict[str, Any]:
     """The exact value whose canonical bytes an event's hash and leaf commit to."""
-    if fields.keys() != set(_NAMES):
-        missing = sorted(set(_NAMES) - fields.keys())
-        extra = sorted(fields.keys() - set(_NAMES))
+    if fields.keys() != _NAME_SET:
+        missing = sorted(_NAME_SET - fields.keys())
+        extra = sorted(fields.keys() - _NAME_SET)
         raise TypeError(f"event_body: missing {missing}, unexpected {extra}")
     body = {name: fields[name] for name in _NAMES}
     body[_NAMES[_OBJECT]] = dict(fields[_NAMES[_OBJECT]])

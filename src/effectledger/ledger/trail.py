@@ -39,6 +39,9 @@ __all__ = [
     "write_transition",
 ]
 
+_EVENT_TEXT = {member: member.value for member in EventType}
+"""Each event type's name as a plain ``str`` (what the fast canonical encoder takes)."""
+
 RESERVED_PREFIXES = ("pool:",)
 """Operation ids the ledger keeps for trails of its own (a pool's limit changes)."""
 
@@ -116,6 +119,8 @@ def write_event(
     """The event at ``sequence`` after ``prev_hash``, hashed, tagged under ``keys`` (when the
     ledger holds trail keys), and inserted unless ``insert`` is false (the caller inserts it
     once the row's guarded update has succeeded)."""
+    # A plain str, what the fast canonical encoder takes (a member is looked up, not called).
+    text = _EVENT_TEXT[event_type] if type(event_type) is EventType else EventType(event_type).value
     body = event_body(
         event_id=new_id(),
         tenant_id=tenant_id,
@@ -123,7 +128,7 @@ def write_event(
         attempt_id=attempt_id,
         sequence=sequence,
         actor=actor,
-        event_type=EventType(event_type).value,  # a plain str: the fast canonical encoder
+        event_type=text,
         recorded_us=now_us,
         evidence_reference=evidence_reference,
         details=details or {},

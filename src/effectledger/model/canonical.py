@@ -160,19 +160,34 @@ def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
         return bool(low <= value <= high)
     if depth == _MAX_DEPTH and (kind is dict or kind is list or kind is tuple) and value:
         return False  # its items would be one level too deep
+    # Below, a container's scalar items are checked in place (no call each): one within the
+    # depth limit, since a container at the limit with items was refused above.
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 return False
             if version == 2 and not key.isascii() and max(key) > "\uffff":
                 return False
-            if type(item) is not str and not _plain(item, depth + 1, low, high, version):
+            of = type(item)
+            if of is str or item is None or of is bool:
+                continue
+            if of is int:
+                if not low <= item <= high:
+                    return False
+            elif not _plain(item, depth + 1, low, high, version):
                 return False
         return True
     if kind is list or kind is tuple:
-        return all(
-            type(item) is str or _plain(item, depth + 1, low, high, version) for item in value
-        )
+        for item in value:
+            of = type(item)
+            if of is str or item is None or of is bool:
+                continue
+            if of is int:
+                if not low <= item <= high:
+                    return False
+            elif not _plain(item, depth + 1, low, high, version):
+                return False
+        return True
     return False
 
 

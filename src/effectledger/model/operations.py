@@ -80,11 +80,14 @@ def validate_limit(value: object, what: str = "limit") -> int:
     return value
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_micros(moment: datetime) -> int:
     """Microseconds since the Unix epoch for an aware datetime (the stored time format)."""
     if moment.tzinfo is None:
         raise ValueError("naive datetimes are ambiguous; pass an aware UTC datetime")
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

@@ -300,6 +300,10 @@ def transition(event_type: str, state: OperationState | None) -> Transition:
     Raises :class:`~effectledger.errors.InvalidTransition` if no row allows it (an unknown event
     type included).
     """
+    if type(event_type) is EventType:  # a member needs no conversion
+        found = _BY_EVENT.get((event_type, state))
+        if found is not None:
+            return found
     try:
         return _BY_EVENT[(EventType(event_type), state)]
     except (KeyError, ValueError):

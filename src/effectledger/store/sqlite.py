@@ -18,32 +18,29 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from effectledger.errors import (
-    ConstraintViolation,
-    InvalidInput,
-    NotFound,
-    StorageBusy,
-    StorageError,
-    StorageFull,
-    StorageReadOnly,
-)
+from effectledger.errors import InvalidInput, StorageError, StorageReadOnly
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
 from effectledger.store import refuse_unstorable_text
 from effectledger.store.retry import RetryBudget
+from effectledger.store.sqlite_copy import Tables
+from effectledger.store.sqlite_faults import (
+    MAX_ATTEMPTS,
+    is_busy,
+    on_read_only_fs,
+    open_read_only,
+    translate,
+)
+from effectledger.store.sqlite_schema import apply_migrations, check_existing, statements
 
-__all__ = ["SQLiteStore"]
+__all__ = ["CACHE_KIB", "MAX_ATTEMPTS", "SQLiteStore"]
 
 T = TypeVar("T")
-_BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
-MAX_ATTEMPTS = 3
-_SQLITE_READONLY = 8  # primary result codes (the low byte of an extended code)
-_SQLITE_FULL = 13
 CACHE_KIB = 65536
 """Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB holds the inner pages
 of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
@@ -51,46 +48,12 @@ of every index of a ledger of millions of operations, where SQLite's own default
 per thread): ``cache_kib`` in the URL sets it."""
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code in _BUSY_CODES
-    text = str(exc)
-    return "locked" in text or "busy" in text
-
-
-def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) -> StorageError:
-    if isinstance(exc, sqlite3.IntegrityError):
-        return ConstraintViolation(f"{label}: the database refused the write: {exc}")
-    if _is_busy(exc):
-        return StorageBusy(f"{label}: the database stayed locked", attempts=attempts)
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = None if code is None else code & 0xFF
-    if primary == _SQLITE_FULL:
-        return StorageFull(
-            f"{label}: the disk holding the ledger is full; nothing was written", label=label
-        )
-    if primary == _SQLITE_READONLY:
-        return StorageReadOnly(
-            f"{label}: the ledger file cannot be written; nothing was written", label=label
-        )
-    return StorageError(f"{label}: {type(exc).__name__}: {exc}")
-
-
-def _on_read_only_fs(path: Path) -> bool:
-    """Whether ``path`` lies on a file system mounted read-only."""
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
 class _Transaction:
     __slots__ = ("_compound", "_connection", "_queries")
 
-    def tables(self) -> _Tables:
+    def tables(self) -> Tables:
         """Whole-table access to this transaction, for moving a ledger to another store."""
-        return _Tables(self._connection)
+        return Tables(self._connection)
 
     def __init__(
         self,
@@ -132,62 +95,6 @@ class _Transaction:
         self.run(name, params)  # in process: nothing to save by waiting
 
 
-_COPY = load_statements("sqlite", "copy.sql")
-
-
-def _quoted(names: Sequence[str]) -> str:
-    return ", ".join(f'"{name}"' for name in names)  # names checked by store.copying
-
-
-class _Tables:
-    """Whole-table reads and writes for moving a ledger (:mod:`effectledger.store.copying`)."""
-
-    __slots__ = ("_connection",)
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
-
-    def tables(self) -> list[str]:
-        return [str(row[0]) for row in self._connection.execute(_COPY["copy_tables"])]
-
-    def columns(self, table: str) -> list[str]:
-        rows = self._connection.execute(_COPY["copy_columns"], {"table": table})
-        return [str(row[0]) for row in rows]
-
-    def count(self, table: str) -> int:
-        row = self._connection.execute(_COPY["copy_count"].format(table=_quoted([table])))
-        return int(row.fetchone()[0])
-
-    def page(
-        self,
-        table: str,
-        columns: Sequence[str],
-        order: Sequence[str],
-        after: Sequence[Any] | None,
-        limit: int,
-    ) -> list[tuple[Any, ...]]:
-        names = {"table": _quoted([table]), "columns": _quoted(columns), "order": _quoted(order)}
-        params: dict[str, Any] = {"limit": limit}
-        if after is None:
-            statement = _COPY["copy_first"].format(**names)
-        else:
-            marks = ", ".join(f":k{index}" for index in range(len(after)))
-            statement = _COPY["copy_after"].format(after=marks, **names)
-            params.update({f"k{index}": value for index, value in enumerate(after)})
-        return [tuple(row) for row in self._connection.execute(statement, params)]
-
-    def insert(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        statement = _COPY["copy_insert"].format(
-            table=_quoted([table]),
-            columns=_quoted(columns),
-            values=", ".join("?" for _ in columns),
-        )
-        self._connection.executemany(statement, rows)
-
-    def clear(self, table: str) -> None:
-        self._connection.execute(_COPY["copy_clear"].format(table=_quoted([table])))
-
-
 class SQLiteStore:
     """A ledger in one SQLite file; safe to share between threads and processes."""
 
@@ -223,7 +130,7 @@ class SQLiteStore:
         self._compound = {
             name: steps
             for name, text in self._queries.items()
-            if len(steps := tuple(_statements(text + ";") if text else ())) != 1
+            if len(steps := tuple(statements(text + ";") if text else ())) != 1
         }
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -233,7 +140,7 @@ class SQLiteStore:
         # already holds the current schema: a mistyped path must not become an empty ledger.
         self._create = create
         if not create:
-            self._check_existing()
+            check_existing(self.path, self._schema_version)
         elif migrate:
             self.migrate()
 
@@ -264,16 +171,8 @@ class SQLiteStore:
     # -- connections ---------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        if _on_read_only_fs(self.path.parent) and self.path.is_file():
-            # Nobody can write the file through this mount, so SQLite may read it as it stands
-            # without the WAL index it can no longer create: reads answer, writes are refused.
-            # A WAL left behind (a process that did not close) holds commits: read through it.
-            wal = Path(f"{self.path}-wal")
-            kept = wal.is_file() and wal.stat().st_size > 0
-            uri = self.path.absolute().as_uri() + ("?mode=ro" if kept else "?mode=ro&immutable=1")
-            connection = sqlite3.connect(
-                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
-            )
+        if on_read_only_fs(self.path.parent) and self.path.is_file():
+            connection = open_read_only(self.path)
             self._local.read_only = True
             return connection
         self._local.read_only = False
@@ -284,34 +183,6 @@ class SQLiteStore:
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
-
-    def _check_existing(self) -> None:
-        """Raise unless ``path`` is an existing ledger database with the current schema."""
-        if not self.path.exists():
-            raise NotFound(
-                f"no ledger database at {self.path}; `effectledger migrate` creates one",
-                reason="no_database",
-            )
-        if not self.path.is_file():
-            raise InvalidInput(f"{self.path} is not a file", reason="not_a_database")
-        latest = migrations("sqlite")[-1][0]
-        try:
-            row = self._schema_version()
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise _translate(exc, f"opening {self.path}") from exc
-            raise InvalidInput(
-                f"{self.path} is not an effectledger database", reason="not_a_database"
-            ) from exc
-        except sqlite3.DatabaseError as exc:
-            raise InvalidInput(
-                f"{self.path} is not an SQLite database", reason="not_a_database"
-            ) from exc
-        if row is None or row[0] is None or row[0] < latest:
-            raise InvalidInput(
-                f"the ledger schema of {self.path} is behind; run `effectledger migrate`",
-                reason="schema_behind",
-            )
 
     def _schema_version(self) -> Any:
         """The stored schema version's row, read on a connection of its own.
@@ -327,7 +198,7 @@ class SQLiteStore:
                 self._set_busy_timeout(connection, self.busy_timeout_ms)
                 return connection.execute(self._queries["schema_version"]).fetchone()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() >= deadline:
+                if not is_busy(exc) or time.monotonic() >= deadline:
                     raise
             finally:
                 connection.close()
@@ -338,6 +209,7 @@ class SQLiteStore:
             connection = self._open()
             connection.row_factory = sqlite3.Row
             self._set_busy_timeout(connection, self.busy_timeout_ms)
+            self._local.busy_ms = self.busy_timeout_ms
             connection.execute(self._own["foreign_keys_on"])
             if self._local.read_only:
                 with self._lock:
@@ -349,7 +221,7 @@ class SQLiteStore:
             connection.execute(fill(self._own["synchronous"], level=self.synchronous))
             connection.execute(fill(self._own["cache_size"], kib=self.cache_kib))
         except sqlite3.Error as exc:
-            raise _translate(exc, f"opening {self.path}") from exc
+            raise translate(exc, f"opening {self.path}") from exc
         with self._lock:
             self._connections.append(connection)
         return connection
@@ -362,12 +234,21 @@ class SQLiteStore:
             try:
                 return str(connection.execute(self._own["journal_mode_wal"]).fetchone()[0])
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() >= deadline:
+                if not is_busy(exc) or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.001)
 
     def _set_busy_timeout(self, connection: sqlite3.Connection, milliseconds: int) -> None:
         connection.execute(fill(self._own["busy_timeout"], milliseconds=int(milliseconds)))
+
+    def _wait_at_most(self, connection: sqlite3.Connection, milliseconds: int) -> None:
+        """This thread's connection waits for the lock ``milliseconds`` at most from now on.
+
+        Its current setting is remembered, so a value it already has costs no statement.
+        """
+        if self._local.busy_ms != milliseconds:
+            self._set_busy_timeout(connection, milliseconds)
+            self._local.busy_ms = milliseconds
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # a forked child must never reuse the parent's handles
@@ -378,7 +259,7 @@ class SQLiteStore:
         if (
             connection is not None
             and self._local.read_only
-            and not _on_read_only_fs(self.path.parent)
+            and not on_read_only_fs(self.path.parent)
         ):  # the file system is writable again: reconnect, in WAL, to the file as it is now
             with self._lock:
                 if connection in self._connections:
@@ -414,7 +295,8 @@ class SQLiteStore:
 
         With ``budget_s`` the whole write, retries included, waits for the file's lock at most
         that many seconds: each attempt's busy timeout is the budget left (or the store's own,
-        if shorter), restored afterwards, and no attempt starts once the budget is spent.
+        if shorter), restored afterwards, and no attempt starts once the budget is spent. A
+        timeout the connection already has is not set again.
         """
         connection = self._connection()
         retries = RetryBudget(label, self.max_attempts, budget_s)
@@ -424,7 +306,7 @@ class SQLiteStore:
             return self._write(connection, body, retries, rerun_on)
         finally:
             with contextlib.suppress(sqlite3.Error):
-                self._set_busy_timeout(connection, self.busy_timeout_ms)
+                self._wait_at_most(connection, self.busy_timeout_ms)
 
     def _refuse_if_read_only(self, label: str) -> None:
         if getattr(self._local, "read_only", False):
@@ -447,7 +329,7 @@ class SQLiteStore:
             try:
                 if retries.deadline is not None:  # wait for the lock no longer than is left
                     left_ms = max(1, int(retries.left_s() * 1000))
-                    self._set_busy_timeout(connection, min(left_ms, self.busy_timeout_ms))
+                    self._wait_at_most(connection, min(left_ms, self.busy_timeout_ms))
                 # Spelled out rather than a context manager: this is every write's hot path.
                 connection.execute(begin)
                 try:
@@ -463,8 +345,8 @@ class SQLiteStore:
                     with contextlib.suppress(sqlite3.Error):
                         connection.execute(rollback)
                 pause = 0.005 * attempt
-                error = _translate(exc, retries.label, attempts=attempt)
-                if (_is_busy(exc) or isinstance(error, rerun_on)) and retries.may_retry(pause):
+                error = translate(exc, retries.label, attempts=attempt)
+                if (is_busy(exc) or isinstance(error, rerun_on)) and retries.may_retry(pause):
                     time.sleep(pause)
                     continue
                 raise error from exc
@@ -484,7 +366,7 @@ class SQLiteStore:
                 if connection.in_transaction:
                     connection.execute(self._own["commit"])
         except sqlite3.Error as exc:
-            raise _translate(exc, "read") from exc
+            raise translate(exc, "read") from exc
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name."""
@@ -492,7 +374,7 @@ class SQLiteStore:
         try:
             row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:
-            raise _translate(exc, name) from exc
+            raise translate(exc, name) from exc
         return row
 
     # -- schema --------------------------------------------------------------------------
@@ -500,53 +382,13 @@ class SQLiteStore:
     def migrate(self) -> list[int]:
         """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
         connection = self._connection()
-        applied: list[int] = []
         latest = migrations("sqlite")[-1][0]
         with contextlib.suppress(sqlite3.OperationalError):  # no schema_migrations table yet
             row = connection.execute(self._queries["schema_version"]).fetchone()
             if row is not None and row[0] is not None and row[0] >= latest:
-                return applied  # up to date: a read, so a read-only ledger opens too
+                return []  # up to date: a read, so a read-only ledger opens too
         self._refuse_if_read_only("migrate")
         try:
-            connection.execute(self._own["migrations_create"])
-            for version, name, sql in migrations("sqlite"):
-                connection.execute(self._own["begin_write"])
-                try:
-                    done = connection.execute(
-                        self._own["migration_done"], {"version": version}
-                    ).fetchone()
-                    if done is None:
-                        for statement in _statements(sql):
-                            connection.execute(statement)
-                        connection.execute(
-                            self._own["migration_record"],
-                            {"version": version, "name": name, "applied_us": _now_us()},
-                        )
-                        applied.append(version)
-                    connection.execute(self._own["commit"])
-                except BaseException:
-                    connection.execute(self._own["rollback"])
-                    raise
+            return apply_migrations(connection, self._own)
         except sqlite3.Error as exc:
-            raise _translate(exc, "migrate") from exc
-        return applied
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Split a migration script into complete statements (triggers contain inner ``;``)."""
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        if line.lstrip().startswith("--") and not buffer.strip():
-            continue
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statement = buffer.strip()
-            if statement:
-                yield statement
-            buffer = ""
-    if buffer.strip():
-        raise StorageError("a migration ends with an incomplete statement")
+            raise translate(exc, "migrate") from exc

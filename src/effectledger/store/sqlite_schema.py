@@ -1,0 +1,87 @@
+"""The SQLite ledger schema: apply migrations, or check that an existing file is current."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from effectledger.errors import InvalidInput, NotFound, StorageError
+from effectledger.sql import migrations
+from effectledger.store.sqlite_faults import is_busy, translate
+
+__all__ = ["apply_migrations", "check_existing", "statements"]
+
+
+def apply_migrations(connection: sqlite3.Connection, own: Mapping[str, str]) -> list[int]:
+    """Apply the pending migrations on ``connection``, one ``BEGIN IMMEDIATE`` each.
+
+    ``own`` holds the store's own statements (``store.sql``). Returns the versions applied.
+    """
+    applied: list[int] = []
+    connection.execute(own["migrations_create"])
+    for version, name, sql in migrations("sqlite"):
+        connection.execute(own["begin_write"])
+        try:
+            done = connection.execute(own["migration_done"], {"version": version}).fetchone()
+            if done is None:
+                for statement in statements(sql):
+                    connection.execute(statement)
+                connection.execute(
+                    own["migration_record"],
+                    {"version": version, "name": name, "applied_us": time.time_ns() // 1000},
+                )
+                applied.append(version)
+            connection.execute(own["commit"])
+        except BaseException:
+            connection.execute(own["rollback"])
+            raise
+    return applied
+
+
+def check_existing(path: Path, schema_version: Callable[[], Any]) -> None:
+    """Raise unless ``path`` is an existing ledger database with the current schema.
+
+    ``schema_version`` reads the stored schema version's row from the file.
+    """
+    if not path.exists():
+        raise NotFound(
+            f"no ledger database at {path}; `effectledger migrate` creates one",
+            reason="no_database",
+        )
+    if not path.is_file():
+        raise InvalidInput(f"{path} is not a file", reason="not_a_database")
+    latest = migrations("sqlite")[-1][0]
+    try:
+        row = schema_version()
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise translate(exc, f"opening {path}") from exc
+        raise InvalidInput(
+            f"{path} is not an effectledger database", reason="not_a_database"
+        ) from exc
+    except sqlite3.DatabaseError as exc:
+        raise InvalidInput(f"{path} is not an SQLite database", reason="not_a_database") from exc
+    if row is None or row[0] is None or row[0] < latest:
+        raise InvalidInput(
+            f"the ledger schema of {path} is behind; run `effectledger migrate`",
+            reason="schema_behind",
+        )
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a migration script into complete statements (triggers contain inner ``;``)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--") and not buffer.strip():
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip()
+            if statement:
+                yield statement
+            buffer = ""
+    if buffer.strip():
+        raise StorageError("a migration ends with an incomplete statement")
