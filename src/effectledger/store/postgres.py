@@ -11,7 +11,9 @@ number of times. A connection lost while ``COMMIT`` was in flight cannot be re-r
 
 Driver errors are translated into :mod:`effectledger.errors` in
 :func:`effectledger.store.postgres_errors.translate`, and only there; the schema's creation and
-migrations are in :mod:`effectledger.store.postgres_schema`.
+migrations are in :mod:`effectledger.store.postgres_schema`; a transaction's statements are sent
+by :class:`effectledger.store.postgres_transaction.Transaction`, and the whole-table access that
+moves a ledger to another store is :mod:`effectledger.store.postgres_copy`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,11 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
@@ -36,6 +37,7 @@ from effectledger.sql import load_queries, load_statements
 from effectledger.store import redact, refuse_unstorable_text
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
 from effectledger.store.postgres_schema import check_existing, migrate
+from effectledger.store.postgres_transaction import Queued, Transaction
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["PostgresStore"]
@@ -56,135 +58,6 @@ _STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
 }
 _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless told otherwise
 _OWN = load_statements("postgres", "store.sql")  # the store's own statements
-
-
-_Queued = tuple[str, Mapping[str, Any] | None]
-
-
-class _Transaction:
-    """The statements of one transaction on one cursor.
-
-    Statements whose answer nobody reads (``BEGIN``, a budget's timeouts, :meth:`queue`'s
-    locks) wait and go to the server together with the next statement that is answered, in
-    one round trip (psycopg's pipeline mode). The server still runs them one by one, in order,
-    each under a snapshot of its own (READ COMMITTED): a read sent after a lock in the same
-    round trip runs once the lock is granted and sees what was committed before that.
-    """
-
-    __slots__ = ("_cursor", "_queries", "_queued")
-
-    def __init__(
-        self,
-        cursor: psycopg.Cursor[DictRow],
-        queries: Mapping[str, str],
-        opening: list[_Queued],
-    ) -> None:
-        self._cursor = cursor
-        self._queries = queries
-        self._queued = opening
-
-    def _execute(self, query: str, params: Mapping[str, Any]) -> psycopg.Cursor[DictRow]:
-        if not self._queued:
-            return self._cursor.execute(query, params)
-        self.flush(query, params)
-        return self._cursor
-
-    def flush(self, query: str | None = None, params: Mapping[str, Any] | None = None) -> None:
-        """Send what waits (and ``query``, whose answer the cursor then holds) in one round trip.
-
-        An error of any of them is raised here, and the transaction is then aborted.
-        """
-        queued, self._queued = self._queued, []
-        if not queued and query is None:
-            return  # nothing waits: no round trip
-        connection = self._cursor.connection
-        side = connection.cursor()
-        with connection.pipeline():
-            for statement, values in queued:
-                side.execute(statement, values)
-            if query is not None:
-                self._cursor.execute(query, params)
-
-    def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        refuse_unstorable_text(params)
-        return self._execute(self._queries[name], params).fetchone()
-
-    def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
-        refuse_unstorable_text(params)
-        return list(self._execute(self._queries[name], params).fetchall())
-
-    def run(self, name: str, params: Mapping[str, Any]) -> int:
-        refuse_unstorable_text(params)
-        return self._execute(self._queries[name], params).rowcount
-
-    def queue(self, name: str, params: Mapping[str, Any]) -> None:
-        refuse_unstorable_text(params)
-        self._queued.append((self._queries[name], params))
-
-    def tables(self) -> _Tables:
-        """Whole-table access to this transaction, for moving a ledger to another store."""
-        return _Tables(self._cursor)
-
-
-_COPY = load_statements("postgres", "copy.sql")
-
-
-def _names(names: Sequence[str]) -> sql.Composable:
-    return sql.SQL(", ").join(sql.Identifier(name) for name in names)
-
-
-class _Tables:
-    """Whole-table reads and writes for moving a ledger (:mod:`effectledger.store.copying`)."""
-
-    __slots__ = ("_cursor",)
-
-    def __init__(self, cursor: psycopg.Cursor[DictRow]) -> None:
-        self._cursor = cursor
-
-    def _fill(self, name: str, **parts: sql.Composable) -> sql.Composed:
-        return sql.SQL(_COPY[name]).format(**parts)
-
-    def tables(self) -> list[str]:
-        return [str(row["name"]) for row in self._cursor.execute(_COPY["copy_tables"])]
-
-    def columns(self, table: str) -> list[str]:
-        rows = self._cursor.execute(_COPY["copy_columns"], {"table": table}).fetchall()
-        return [str(row["name"]) for row in rows]
-
-    def count(self, table: str) -> int:
-        row = self._cursor.execute(self._fill("copy_count", table=sql.Identifier(table)))
-        found = row.fetchone()
-        return 0 if found is None else int(found["n"])
-
-    def page(
-        self,
-        table: str,
-        columns: Sequence[str],
-        order: Sequence[str],
-        after: Sequence[Any] | None,
-        limit: int,
-    ) -> list[tuple[Any, ...]]:
-        names = {"table": sql.Identifier(table), "columns": _names(columns), "order": _names(order)}
-        params: dict[str, Any] = {"limit": limit}
-        if after is None:
-            statement = self._fill("copy_first", **names)
-        else:
-            marks = sql.SQL(", ").join(sql.Placeholder(f"k{index}") for index in range(len(after)))
-            statement = self._fill("copy_after", after=marks, **names)
-            params.update({f"k{index}": value for index, value in enumerate(after)})
-        return [tuple(row.values()) for row in self._cursor.execute(statement, params)]
-
-    def insert(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        statement = self._fill(
-            "copy_insert",
-            table=sql.Identifier(table),
-            columns=_names(columns),
-            values=sql.SQL(", ").join(sql.Placeholder() for _ in columns),
-        )
-        self._cursor.executemany(statement, rows)
-
-    def clear(self, table: str) -> None:
-        self._cursor.execute(self._fill("copy_clear", table=sql.Identifier(table)))
 
 
 class PostgresStore:
@@ -320,8 +193,8 @@ class PostgresStore:
 
     def _attempt(
         self,
-        body: Callable[[_Transaction], T],
-        begin: list[_Queued],
+        body: Callable[[Transaction], T],
+        begin: list[Queued],
         deadline: float | None = None,
     ) -> T:
         """Run ``body`` once in its own transaction on a pooled connection and commit it.
@@ -336,8 +209,8 @@ class PostgresStore:
         with connecting as connection:
             cursor = connection.cursor()
             try:
-                # BEGIN waits to go with the body's first statement (see _Transaction).
-                transaction = _Transaction(cursor, self._queries, begin)
+                # BEGIN waits to go with the body's first statement (see Transaction).
+                transaction = Transaction(cursor, self._queries, begin)
                 result = body(transaction)
                 transaction.flush()  # anything still waiting goes before COMMIT, not with it
             except psycopg.Error as exc:
@@ -356,7 +229,7 @@ class PostgresStore:
                 raise  # the server answered COMMIT with an error: it rolled back
             return result
 
-    def _begin_write_until(self, deadline: float) -> list[_Queued]:
+    def _begin_write_until(self, deadline: float) -> list[Queued]:
         """A write's BEGIN and its lock and statement timeouts, which end at ``deadline``."""
         left_ms = max(1, int(_left_s(deadline) * 1000))
         lock_ms = left_ms if self.lock_timeout_ms == 0 else min(left_ms, self.lock_timeout_ms)
@@ -365,7 +238,7 @@ class PostgresStore:
 
     def _run(
         self,
-        body: Callable[[_Transaction], T],
+        body: Callable[[Transaction], T],
         begin: str,
         label: str,
         budget_s: float | None = None,
@@ -373,7 +246,7 @@ class PostgresStore:
     ) -> T:
         retries = RetryBudget(label, self.max_attempts, budget_s)
         for attempt in retries.attempts():
-            opening: list[_Queued] = [(begin, None)]
+            opening: list[Queued] = [(begin, None)]
             if retries.deadline is not None:  # only writes have a budget
                 opening = self._begin_write_until(retries.deadline)
             try:
@@ -396,7 +269,7 @@ class PostgresStore:
 
     def write(
         self,
-        body: Callable[[_Transaction], T],
+        body: Callable[[Transaction], T],
         *,
         label: str = "write",
         budget_s: float | None = None,
@@ -416,7 +289,7 @@ class PostgresStore:
         """
         return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
 
-    def read(self, body: Callable[[_Transaction], T]) -> T:
+    def read(self, body: Callable[[Transaction], T]) -> T:
         """Run ``body`` in a read-only REPEATABLE READ transaction: one consistent snapshot."""
         return self._run(body, _OWN["begin_read"], "read")
 
