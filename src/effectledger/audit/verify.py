@@ -42,8 +42,8 @@ from effectledger.audit.bundle_scan import (
     Source,
     bundle_lines,
     proof_hashes,
-    scan_bundle,
 )
+from effectledger.audit.bundle_split import scan_in_parts
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.cosign import CosignatureVerifier
 from effectledger.audit.cosignatures import (
@@ -103,6 +103,7 @@ def verify_bundle(
     origin: str | None = None,
     witness_keys: Sequence[CosignatureVerifier | str] = (),
     witnesses: int | None = None,
+    jobs: int | None = None,
 ) -> VerificationReport:
     """Verify a bundle offline against the trusted verifier ``keys``.
 
@@ -113,7 +114,9 @@ def verify_bundle(
     ``witness_keys`` / ``witnesses``: the latest accepted checkpoint must carry valid
     cosignatures by ``witnesses`` distinct given witness keys (default: all of them), else
     ``cosignature_missing`` (:mod:`effectledger.audit.cosignatures`). Returns a report; call
-    :meth:`VerificationReport.raise_for_findings` to turn findings into an error.
+    :meth:`VerificationReport.raise_for_findings` to turn findings into an error. ``jobs``:
+    processes scanning a log bundle file (:func:`~effectledger.audit.bundle_split.scan_in_parts`;
+    default: several for a large file, ``1``: serial); the report is the same whatever it is.
     """
     pinned = origin
     verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
@@ -122,7 +125,7 @@ def verify_bundle(
     witness_verifiers = parse_witness_keys(witness_keys)
     required = required_cosignatures(witness_verifiers, witnesses)
     try:
-        scan = scan_bundle(source)
+        scan = scan_in_parts(source, jobs)
     except OSError as exc:
         raise InvalidInput(f"cannot read the bundle: {exc.strerror or exc}") from exc
     header = scan.header
