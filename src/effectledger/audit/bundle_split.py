@@ -13,8 +13,9 @@ numbers. Anything else — a line the fast path does not take, a broken link or 
 last line, a blob whose content does not match — makes the split scan decline, and the bundle is
 scanned serially: so a tampered bundle gets the serial scan's findings, in the serial order.
 
-Workers are forked when the process runs a single thread, else spawned; an automatic split
-(``jobs=None``) happens only where forking is safe.
+Workers are forked when the process runs a single thread, else forked from a fork server (this
+module preloaded) or spawned; an automatic split (``jobs=None``) happens only where forking is
+safe.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def split_scan(path: str | os.PathLike[str], jobs: int) -> BundleScan | None:
             parts = [_part(path, start, stop, tenant) for start, stop in ranges]
         else:
             with concurrent.futures.ProcessPoolExecutor(
-                len(ranges) - 1, mp_context=multiprocessing.get_context(_method())
+                len(ranges) - 1, mp_context=_context()
             ) as pool:
                 pending = [pool.submit(_part, path, a, b, tenant) for a, b in ranges[1:]]
                 parts = [_part(path, *ranges[0], tenant)] + [task.result() for task in pending]
@@ -130,8 +131,15 @@ def _forkable() -> bool:
         return threading.active_count() == 1
 
 
-def _method() -> str:
-    return "fork" if _forkable() else "spawn"
+def _context() -> Any:
+    """Fork where safe; else a fork server (started once, this module preloaded), else spawn."""
+    if _forkable():
+        return multiprocessing.get_context("fork")
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 def _cuts(handle: Any, start: int, size: int, jobs: int) -> list[int]:
