@@ -20,6 +20,7 @@ safe.
 
 from __future__ import annotations
 
+import binascii
 import concurrent.futures
 import hashlib
 import itertools
@@ -181,7 +182,7 @@ def _part(path: str | os.PathLike[str], start: int, stop: int, tenant: bytes) ->
     part = _Part()
     leaves, first, last = part.leaves, part.first, part.last
     add_leaf = leaves.append
-    match, sha256 = SCAN_PATTERN.fullmatch, hashlib.sha256
+    match, sha256, hexlify = SCAN_PATTERN.fullmatch, hashlib.sha256, binascii.hexlify
     event_start, reference_key, entry_at = EVENT_START, REFERENCE_KEY, len(ENTRY_START)
     domain_v1, domain_v2 = EVENT_DOMAINS[1], EVENT_DOMAINS[2]
     number = 0
@@ -202,9 +203,9 @@ def _part(path: str | os.PathLike[str], start: int, stop: int, tenant: bytes) ->
                 )
                 leaf = sha256(b"\x00" + entry).digest()
                 if (
-                    sha256((domain_v1 if mark is None else domain_v2) + entry).hexdigest().encode()
+                    hexlify(sha256((domain_v1 if mark is None else domain_v2) + entry).digest())
                     != digest
-                    or leaf.hex().encode() != leaf_hex
+                    or hexlify(leaf) != leaf_hex
                     or owner != tenant
                 ):
                     return _Part(odd=True)
