@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import re
@@ -208,3 +209,18 @@ def test_positions_shifted_after_a_cut_are_found_at_the_join(tmp_path: Path) -> 
     report = verify_bundle(path, [VERIFIER_KEY], jobs=2)
     assert not report.ok
     assert report == verify_bundle(path, [VERIFIER_KEY], jobs=1)
+
+
+def test_sixteen_threads_verifying_split_at_once_agree(tmp_path: Path) -> None:
+    """Sixteen threads each verifying one bundle split two ways (workers from the fork server,
+    since threads run) all get the serial report, and the file is left as it was."""
+    path = tmp_path / "log.jsonl"
+    _write(path, 600, 100)
+    data = path.read_bytes()
+    serial = verify_bundle(path, [VERIFIER_KEY], jobs=1)
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        reports = list(pool.map(lambda _: verify_bundle(path, [VERIFIER_KEY], jobs=2), range(16)))
+    assert reports == [serial] * 16
+    assert serial.ok
+    assert serial.events == 600
+    assert path.read_bytes() == data
