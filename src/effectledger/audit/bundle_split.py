@@ -13,9 +13,9 @@ numbers. Anything else — a line the fast path does not take, a broken link or 
 last line, a blob whose content does not match — makes the split scan decline, and the bundle is
 scanned serially: so a tampered bundle gets the serial scan's findings, in the serial order.
 
-Workers are forked when the process runs a single thread, else forked from a fork server (this
-module preloaded) or spawned; an automatic split (``jobs=None``) happens only where forking is
-safe.
+Workers are forked when the process runs a single thread on Linux, else forked from a fork
+server (this module preloaded) or spawned; an automatic split (``jobs=None``) happens only where
+forking is safe.
 """
 
 from __future__ import annotations
@@ -123,13 +123,13 @@ def split_scan(path: str | os.PathLike[str], jobs: int) -> BundleScan | None:
 
 
 def _forkable() -> bool:
-    """Whether this process may fork: a fork start method and one thread running."""
+    """Whether this process may fork: Linux (where threads are counted) and one thread running."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
     try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return threading.active_count() == 1
+        return len(os.listdir("/proc/self/task")) == 1 and threading.active_count() == 1
+    except OSError:  # not Linux: forking may be unsafe (macOS), so the split is never automatic
+        return False
 
 
 def _context() -> Any:
