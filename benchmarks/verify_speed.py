@@ -2,7 +2,7 @@
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/verify_speed.py [--events N] [--repeat R] [--jobs J]
+    .venv/bin/python benchmarks/verify_speed.py [--events N] [--repeat R] [--jobs J] [--every E]
 
 A sealer under a steady load signs a checkpoint for every few events (one batch per pass), so a
 real bundle carries many checkpoints, each with its consistency proof. This writes bundles of the
@@ -101,12 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="processes of the split verify"
     )
+    parser.add_argument(
+        "--every",
+        type=int,
+        action="append",
+        help=f"a checkpoint cadence to measure (repeatable; default 5, 100, {LOOP_MIN_BATCH})",
+    )
     args = parser.parse_args(argv)
     _ENTRIES[:] = synthesize(args.events)
     jobs = max(2, args.jobs)
     print(f"{args.events:,} events; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as folder:
-        for every in (5, 100, LOOP_MIN_BATCH):
+        for every in args.every or (5, 100, LOOP_MIN_BATCH):
             bundle = Path(folder) / f"every-{every}.jsonl"
             write_bundle(bundle, _ENTRIES, every)
             default = "" if bundle.stat().st_size >= PARALLEL_MIN_BYTES else " (not the default)"
