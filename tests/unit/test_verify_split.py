@@ -224,3 +224,31 @@ def test_sixteen_threads_verifying_split_at_once_agree(tmp_path: Path) -> None:
     assert serial.ok
     assert serial.events == 600
     assert path.read_bytes() == data
+
+
+def test_the_default_splits_a_large_file_only_where_forking_is_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no ``jobs``, a file below the threshold is scanned serially and one above it is
+    split (when this process may fork), the report being the serial one either way."""
+    from effectledger.audit import bundle_split
+
+    path = tmp_path / "log.jsonl"
+    _write(path, 400, 100)
+    serial = verify_bundle(path, [VERIFIER_KEY], jobs=1)
+    calls: list[int] = []
+    real = bundle_split.split_scan
+
+    def counted(source: Path, jobs: int) -> object:
+        calls.append(jobs)
+        return real(source, jobs)
+
+    monkeypatch.setattr(bundle_split, "split_scan", counted)
+    assert verify_bundle(path, [VERIFIER_KEY]) == serial
+    assert calls == []
+    size = os.path.getsize(path)
+    monkeypatch.setattr(bundle_split, "PARALLEL_MIN_BYTES", size)
+    monkeypatch.setattr(bundle_split, "PART_MIN_BYTES", size // 2)
+    assert verify_bundle(path, [VERIFIER_KEY]) == serial
+    expected = min(os.cpu_count() or 1, 2)
+    assert calls == ([expected] if expected > 1 and bundle_split._forkable() else [])
