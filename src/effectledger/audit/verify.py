@@ -26,6 +26,8 @@ for ``_numbering``: every check relies on the order of the lines.
 
 The fast path hashes each event line's canonical bytes in place (two SHA-256 per event plus one
 per Merkle node) and keeps only the leaf hashes and each operation's chain head in memory.
+A large log bundle file is scanned by several processes (:mod:`~.bundle_split`, ``jobs``),
+to the same scan: the report does not depend on how it was scanned.
 """
 
 from __future__ import annotations
