@@ -21,7 +21,6 @@ from effectledger.audit.explain import explain_stored
 from effectledger.audit.export import export_log
 from effectledger.audit.receipt import prove_events
 from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
 from effectledger.authority import Authority
 from effectledger.errors import ChainBreak, ExportFailed, TamperedProposal
 from effectledger.events.chain import GENESIS_HASH, event_body, verify_chain
@@ -32,6 +31,7 @@ from effectledger.model.operations import to_micros
 from effectledger.store import open_store
 from tests.conftest import admit, count_rows, drop_trigger, raw_sql, reply_command
 from tests.support.evidence import SIGNER, VERIFIER_KEY
+from tests.support.evidence import verify_both_ways as verify_bundle
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 REVIEWER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))

@@ -15,7 +15,7 @@ from effectledger.audit.bundle import blob_line, header_line
 from effectledger.audit.explain import explain_stored
 from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import VerificationReport, verify_bundle
+from effectledger.audit.verify import VerificationReport
 from effectledger.errors import EvidenceMissing
 from effectledger.ledger import Ledger
 from effectledger.ledger.evidence import load_evidence
@@ -29,6 +29,9 @@ from tests.support.evidence import (
     parsed,
     read_lines,
     write_lines,
+)
+from tests.support.evidence import (
+    verify_both_ways as verify_bundle,
 )
 
 

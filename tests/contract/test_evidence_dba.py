@@ -15,13 +15,13 @@ import pytest
 from effectledger import Context, ManualClock, SimulatedReceiver
 from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
 from effectledger.errors import AuditVerificationFailed, LogKeyInvalid
 from effectledger.events.record import body_from_row, entry_bytes, hash_of_entry
 from effectledger.ledger import Ledger
 from effectledger.store import Store
 from tests.conftest import count_rows, make_store_url, raw_sql
 from tests.support.evidence import ROGUE_SIGNER, SIGNER, VERIFIER_KEY, make_history
+from tests.support.evidence import verify_both_ways as verify_bundle
 
 
 @pytest.fixture

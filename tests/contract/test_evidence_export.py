@@ -11,7 +11,6 @@ import pytest
 from effectledger import Context, ManualClock, NotFound, SimulatedReceiver
 from effectledger.audit.export import export_log, prove_events
 from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
 from effectledger.errors import ExportCursorMismatch, LogNotSealed
 from effectledger.ledger import Ledger
 from effectledger.store import Store
@@ -26,6 +25,7 @@ from tests.support.evidence import (
     read_lines,
     write_lines,
 )
+from tests.support.evidence import verify_both_ways as verify_bundle
 
 
 class Interrupted(Exception):

@@ -14,7 +14,6 @@ from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.schedule import seal_periodically
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.tlog import open_checkpoint
-from effectledger.audit.verify import verify_bundle
 from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
 from effectledger.events.chain import verify_chain
 from effectledger.events.record import (
@@ -28,6 +27,7 @@ from effectledger.ledger import AUDITOR_ROLE, Ledger
 from effectledger.store import Store, open_store
 from tests.conftest import admit
 from tests.support.evidence import NEW_SIGNER, SIGNER, make_history
+from tests.support.evidence import verify_both_ways as verify_bundle
 
 
 def _all_events(ledger: Ledger, context: Context, operation_ids: list[str]) -> list[object]:

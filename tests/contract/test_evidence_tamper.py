@@ -16,7 +16,7 @@ from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.sealer import LogSealer
 from effectledger.audit.signers import Signer
 from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.verify import VerificationReport, verify_bundle
+from effectledger.audit.verify import VerificationReport
 from effectledger.errors import AuditVerificationFailed
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import entry_bytes, hash_of_entry, leaf_of_entry
@@ -32,6 +32,9 @@ from tests.support.evidence import (
     parsed,
     read_lines,
     write_lines,
+)
+from tests.support.evidence import (
+    verify_both_ways as verify_bundle,
 )
 
 

@@ -16,12 +16,12 @@ from effectledger import EffectLedger, OperationState, TamperedOperation
 from effectledger.audit.explain import explain_stored
 from effectledger.audit.export import export_log
 from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
 from effectledger.errors import AuditVerificationFailed, ChainBreak
 from tests.conftest import count_rows
 from tests.races.forgery import admitted, forge, receiver
 from tests.races.world import AGENT, REFUND_30, approver, build, close
 from tests.support.evidence import SIGNER, VERIFIER_KEY
+from tests.support.evidence import verify_both_ways as verify_bundle
 
 
 @pytest.fixture

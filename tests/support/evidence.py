@@ -83,3 +83,23 @@ def canonical_line(value: dict[str, Any]) -> bytes:
     from effectledger.model.canonical import canonical_bytes
 
     return canonical_bytes(value, limit=1 << 20) + b"\n"
+
+
+def verify_both_ways(source: Any, keys: Any, **options: Any) -> Any:
+    """``verify_bundle`` serially and split three ways; asserts both give the same report.
+
+    For a file, the split scan (when it does not decline) must equal the serial scan too, so a
+    tampered bundle is named identically whichever way it is verified.
+    """
+    from effectledger.audit.bundle_scan import scan_bundle
+    from effectledger.audit.bundle_split import split_scan
+    from effectledger.audit.verify import verify_bundle
+
+    serial = verify_bundle(source, keys, jobs=1, **options)
+    if isinstance(source, bytes) or not Path(source).is_file():
+        return serial
+    split = verify_bundle(source, keys, jobs=3, **options)
+    assert split == serial, (split.findings, serial.findings)
+    scan = split_scan(source, 3)
+    assert scan is None or scan == scan_bundle(source)
+    return serial

@@ -26,6 +26,8 @@ for ``_numbering``: every check relies on the order of the lines.
 
 The fast path hashes each event line's canonical bytes in place (two SHA-256 per event plus one
 per Merkle node) and keeps only the leaf hashes and each operation's chain head in memory.
+A large log bundle file is scanned by several processes (:mod:`~.bundle_split`, ``jobs``),
+to the same scan: the report does not depend on how it was scanned.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from effectledger.audit.bundle_scan import (
     Source,
     bundle_lines,
     proof_hashes,
-    scan_bundle,
 )
+from effectledger.audit.bundle_split import scan_in_parts
 from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.cosign import CosignatureVerifier
 from effectledger.audit.cosignatures import (
@@ -103,6 +105,7 @@ def verify_bundle(
     origin: str | None = None,
     witness_keys: Sequence[CosignatureVerifier | str] = (),
     witnesses: int | None = None,
+    jobs: int | None = None,
 ) -> VerificationReport:
     """Verify a bundle offline against the trusted verifier ``keys``.
 
@@ -113,7 +116,9 @@ def verify_bundle(
     ``witness_keys`` / ``witnesses``: the latest accepted checkpoint must carry valid
     cosignatures by ``witnesses`` distinct given witness keys (default: all of them), else
     ``cosignature_missing`` (:mod:`effectledger.audit.cosignatures`). Returns a report; call
-    :meth:`VerificationReport.raise_for_findings` to turn findings into an error.
+    :meth:`VerificationReport.raise_for_findings` to turn findings into an error. ``jobs``:
+    processes scanning a log bundle file (:func:`~effectledger.audit.bundle_split.scan_in_parts`;
+    default: several for a large file, ``1``: serial); the report is the same whatever it is.
     """
     pinned = origin
     verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
@@ -122,7 +127,7 @@ def verify_bundle(
     witness_verifiers = parse_witness_keys(witness_keys)
     required = required_cosignatures(witness_verifiers, witnesses)
     try:
-        scan = scan_bundle(source)
+        scan = scan_in_parts(source, jobs)
     except OSError as exc:
         raise InvalidInput(f"cannot read the bundle: {exc.strerror or exc}") from exc
     header = scan.header

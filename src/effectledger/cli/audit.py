@@ -96,6 +96,13 @@ def register(commands: Commands) -> None:
         metavar="FILE",
         help="a signed checkpoint kept from earlier that the bundle must extend (repeatable)",
     )
+    verify.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="processes scanning a log bundle (1: serial; default: up to the CPU count for a "
+        "bundle of 16 MiB or more, else 1); the report is the same whatever N",
+    )
     _witness_options(verify)
     pin = verify.add_mutually_exclusive_group()
     pin.add_argument("--tenant", help="require the bundle to be this tenant's log")
@@ -260,6 +267,7 @@ def _verify(args: argparse.Namespace, out: Output) -> int:
         parse_verifiers(args.key),
         trusted_checkpoints=kept,
         origin=origin,
+        jobs=args.jobs,
         **_witness_arguments(args),
     )
     _print_report(out, report)
