@@ -33,7 +33,8 @@ from psycopg_pool import ConnectionPool
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.operations import Row
 from effectledger.sql import load_queries, load_statements
-from effectledger.store import redact, refuse_unstorable_text
+from effectledger.store import group_postgres, redact, refuse_unstorable_text
+from effectledger.store.batching import on_off
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
 from effectledger.store.postgres_schema import check_existing, migrate
 from effectledger.store.retry import RetryBudget
@@ -53,6 +54,7 @@ _STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "lock_timeout_ms": int,
     "max_attempts": int,
     "migrate": lambda value: value.lower() in {"1", "true", "yes", "on"},
+    "group_commit": str,
 }
 _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless told otherwise
 _OWN = load_statements("postgres", "store.sql")  # the store's own statements
@@ -212,6 +214,7 @@ class PostgresStore:
         migrate: bool = True,
         url: str | None = None,
         create: bool = True,
+        group_commit: bool | str = False,
     ) -> None:
         if schema is not None and _SCHEMA_NAME.fullmatch(schema) is None:
             raise InvalidInput("schema must be 1-63 characters of a-z, 0-9 and _", field="schema")
@@ -232,6 +235,7 @@ class PostgresStore:
         if "connect_timeout" not in parsed:
             self._connect_options["connect_timeout"] = _CONNECT_TIMEOUT_S
         self.max_attempts = max_attempts
+        self._group = group_postgres.committer(self) if on_off(group_commit) else None
         self.lock_timeout_ms = lock_timeout_ms
         self._queries = load_queries("postgres")
         self._pid = os.getpid()
@@ -257,7 +261,8 @@ class PostgresStore:
         """Open ``postgresql://user@host:port/db?schema=..&pool_max_size=..``.
 
         The store's own options (``schema``, ``pool_min_size``, ``pool_max_size``,
-        ``pool_timeout_s``, ``lock_timeout_ms``, ``max_attempts``, ``migrate``) are taken out of
+        ``pool_timeout_s``, ``lock_timeout_ms``, ``max_attempts``, ``migrate``, ``group_commit``:
+        :mod:`effectledger.store.batching`) are taken out of
         the query string; everything else (``sslmode``, ``options``, ``connect_timeout``, ...)
         is passed to libpq unchanged. Keyword ``options`` win over the URL's.
         """
@@ -412,8 +417,22 @@ class PostgresStore:
         ``statement_timeout`` set to it (the lock timeout stays the store's own if that is
         shorter), and no re-run starts once it is spent. Running out raises
         :class:`StorageBusy` and nothing is committed. ``rerun_on``: see
-        :meth:`effectledger.store.Store.write`; its re-runs draw on the same budget.
+        :meth:`effectledger.store.Store.write`; its re-runs draw on the same budget. With
+        ``group_commit`` on, concurrent writes share one transaction (``store.batching``).
         """
+        if self._group is not None:
+            return self._group.write(body, label, budget_s, rerun_on)
+        return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
+
+    def write_alone(
+        self,
+        body: Callable[[_Transaction], T],
+        *,
+        label: str,
+        budget_s: float | None,
+        rerun_on: tuple[type[Exception], ...],
+    ) -> T:
+        """:meth:`write` in a transaction of its own, whatever ``group_commit`` says."""
         return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
 
     def read(self, body: Callable[[_Transaction], T]) -> T:

@@ -34,7 +34,8 @@ from effectledger.errors import (
 )
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
-from effectledger.store import refuse_unstorable_text
+from effectledger.store import group_sqlite, refuse_unstorable_text
+from effectledger.store.batching import on_off
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["SQLiteStore"]
@@ -203,6 +204,7 @@ class SQLiteStore:
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
         create: bool = True,
+        group_commit: bool | str = False,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
@@ -216,6 +218,7 @@ class SQLiteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self.cache_kib = cache_kib
         self.max_attempts = max_attempts
+        self._group = group_sqlite.committer(self) if on_off(group_commit) else None
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
         # A named query of several statements (PostgreSQL writes it as one, with a CTE), or of
@@ -239,8 +242,8 @@ class SQLiteStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..&cache_kib=..`` are
-        accepted)."""
+        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..&cache_kib=..`` and
+        ``group_commit=on``, :mod:`effectledger.store.batching`, are accepted)."""
         parts = urlsplit(url)
         if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
             raise InvalidInput(f"an SQLite URL looks like sqlite:///path.db, not {url!r}")
@@ -248,8 +251,8 @@ class SQLiteStore:
         if not path:
             raise InvalidInput("the SQLite URL names no file")
         for key, values in parse_qs(parts.query).items():
-            if key == "synchronous":
-                options.setdefault("synchronous", values[-1])
+            if key in ("synchronous", "group_commit"):
+                options.setdefault(key, values[-1])
             elif key in ("busy_timeout_ms", "cache_kib"):
                 try:
                     options.setdefault(key, int(values[-1]))
@@ -414,8 +417,22 @@ class SQLiteStore:
 
         With ``budget_s`` the whole write, retries included, waits for the file's lock at most
         that many seconds: each attempt's busy timeout is the budget left (or the store's own,
-        if shorter), restored afterwards, and no attempt starts once the budget is spent.
+        if shorter), restored afterwards, and no attempt starts once the budget is spent. With
+        ``group_commit`` on, concurrent writes share one transaction (``store.batching``).
         """
+        if self._group is not None:
+            return self._group.write(body, label, budget_s, rerun_on)
+        return self.write_alone(body, label=label, budget_s=budget_s, rerun_on=rerun_on)
+
+    def write_alone(
+        self,
+        body: Callable[[_Transaction], T],
+        *,
+        label: str,
+        budget_s: float | None,
+        rerun_on: tuple[type[Exception], ...],
+    ) -> T:
+        """:meth:`write` in a transaction of its own, whatever ``group_commit`` says."""
         connection = self._connection()
         retries = RetryBudget(label, self.max_attempts, budget_s)
         if budget_s is None:
