@@ -3,6 +3,9 @@
 A write issued while another write of the same store is in progress waits in a queue. The
 thread that finds no batch running leads: it takes what is queued (at most ``limit`` writes, no
 waiting for more, so a lone write pays nothing), and a batch of one runs as an ordinary write.
+With ``by_label`` (PostgreSQL) a batch holds writes of one label only: writes of one kind take
+their locks in one order, so two processes' batches cannot hold locks in crossed orders (an
+admission's pool lock then a totals row, and a record's totals row, would deadlock).
 A batch of several runs in ONE transaction, each body between ``SAVEPOINT`` and ``RELEASE``,
 then ONE ``COMMIT``; each caller is answered only after that commit, with its own body's result.
 
@@ -117,12 +120,21 @@ on a batch refused whole sets every member ``ALONE`` and answers ``False``."""
 class GroupCommitter:
     """The queue of one store's writes in this process, and the batches that commit them."""
 
-    def __init__(self, alone: Alone, run_batch: BatchRunner, limit: int = BATCH_LIMIT) -> None:
+    def __init__(
+        self,
+        alone: Alone,
+        run_batch: BatchRunner,
+        *,
+        limit: int = BATCH_LIMIT,
+        by_label: bool = False,
+    ) -> None:
         if limit < 1:
             raise InvalidInput("a batch holds at least one write", field="limit")
         self._alone = alone
         self._run_batch = run_batch
         self.limit = limit
+        self.by_label = by_label
+        """Batch only writes of one label (one kind of transaction) together."""
         self._reset()
 
     def _reset(self) -> None:
@@ -161,7 +173,7 @@ class GroupCommitter:
                 if member.state not in _PENDING:
                     break
                 self._leading = True  # a waiting member and nobody leading: lead
-                batch, self._queue[: self.limit] = self._queue[: self.limit], []
+                batch = self._take()
                 for taken in batch:
                     taken.state = TAKEN
             try:
@@ -174,6 +186,18 @@ class GroupCommitter:
                             other.state = ALONE
                     condition.notify_all()
         return self._answer(member)
+
+    def _take(self) -> list[Member[Any]]:
+        """The next batch, out of the queue: the oldest writes (of the oldest one's label)."""
+        queue = self._queue
+        if not self.by_label:
+            batch, queue[: self.limit] = queue[: self.limit], []
+            return batch
+        label = queue[0].label
+        batch = [member for member in queue if member.label == label][: self.limit]
+        taken = {id(member) for member in batch}
+        queue[:] = [member for member in queue if id(member) not in taken]
+        return batch
 
     def _wait(self, member: Member[Any]) -> bool:
         """Wait for a change; ``False`` if the budget ran out while the member was queued."""
