@@ -3,7 +3,7 @@
 Run it from the repository root::
 
     .venv/bin/python benchmarks/group_commit.py [--ops N] [--rounds N] [--layouts 1x16,4x4]
-                                                [--url postgresql://...] [--backends sqlite,postgres]
+        [--url postgresql://...] [--backends sqlite,postgres]
 
 For each backend and each layout (processes x threads, 16 performers in all by default), one
 round measures, on fresh files or schemas and one after the other so a drifting machine slows
@@ -140,7 +140,7 @@ def performers(
                 times,
                 index,
             ),
-        )  # fmt: skip
+        )
         for index in range(processes)
     ]
     for process in workers:
