@@ -98,7 +98,8 @@ class Member(Generic[T]):
 
 
 class Alone(Protocol):
-    """A store's ordinary write: one transaction of its own, with its retries."""
+    """A store's write: while :meth:`GroupCommitter.alone` says so in this thread, one
+    transaction of its own, with its retries."""
 
     def __call__(
         self,
@@ -137,7 +138,12 @@ class GroupCommitter:
         """Batch only writes of one label (one kind of transaction) together."""
         self._reset()
 
+    def alone(self) -> bool:
+        """Whether this thread is running a write alone (the store then bypasses the queue)."""
+        return bool(getattr(self._here, "alone", False))
+
     def _reset(self) -> None:
+        self._here = threading.local()
         self._pid = os.getpid()
         self._condition = threading.Condition(threading.Lock())
         self._queue: list[Member[Any]] = []
@@ -234,12 +240,16 @@ class GroupCommitter:
 
     def _run_alone(self, member: Member[T]) -> T:
         left = member.left_s()
-        return self._alone(
-            member.body,
-            label=member.label,
-            budget_s=None if left is None else max(0.0, left),
-            rerun_on=member.rerun_on,
-        )
+        self._here.alone = True
+        try:
+            return self._alone(
+                member.body,
+                label=member.label,
+                budget_s=None if left is None else max(0.0, left),
+                rerun_on=member.rerun_on,
+            )
+        finally:
+            self._here.alone = False
 
     def _answer(self, member: Member[T]) -> T:
         if member.state == ALONE:

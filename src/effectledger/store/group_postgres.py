@@ -121,6 +121,4 @@ def _all_alone(members: list[Member[Any]]) -> bool:
 
 def committer(store: PostgresStore) -> GroupCommitter:
     """The group committer of ``store``: its writes alone, or its batches."""
-    return GroupCommitter(
-        store.write_alone, lambda members: run_batch(store, members), by_label=True
-    )
+    return GroupCommitter(store.write, lambda members: run_batch(store, members), by_label=True)

@@ -86,4 +86,4 @@ def _all_alone(members: list[Member[Any]]) -> bool:
 
 def committer(store: SQLiteStore) -> GroupCommitter:
     """The group committer of ``store``: its writes alone, or its batches."""
-    return GroupCommitter(store.write_alone, lambda members: run_batch(store, members))
+    return GroupCommitter(store.write, lambda members: run_batch(store, members))

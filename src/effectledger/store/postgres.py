@@ -420,19 +420,8 @@ class PostgresStore:
         :meth:`effectledger.store.Store.write`; its re-runs draw on the same budget. With
         ``group_commit`` on, concurrent writes share one transaction (``store.batching``).
         """
-        if self._group is not None:
+        if self._group is not None and not self._group.alone():
             return self._group.write(body, label, budget_s, rerun_on)
-        return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
-
-    def write_alone(
-        self,
-        body: Callable[[_Transaction], T],
-        *,
-        label: str,
-        budget_s: float | None,
-        rerun_on: tuple[type[Exception], ...],
-    ) -> T:
-        """:meth:`write` in a transaction of its own, whatever ``group_commit`` says."""
         return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
 
     def read(self, body: Callable[[_Transaction], T]) -> T:

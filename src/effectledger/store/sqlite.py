@@ -420,19 +420,8 @@ class SQLiteStore:
         if shorter), restored afterwards, and no attempt starts once the budget is spent. With
         ``group_commit`` on, concurrent writes share one transaction (``store.batching``).
         """
-        if self._group is not None:
+        if self._group is not None and not self._group.alone():
             return self._group.write(body, label, budget_s, rerun_on)
-        return self.write_alone(body, label=label, budget_s=budget_s, rerun_on=rerun_on)
-
-    def write_alone(
-        self,
-        body: Callable[[_Transaction], T],
-        *,
-        label: str,
-        budget_s: float | None,
-        rerun_on: tuple[type[Exception], ...],
-    ) -> T:
-        """:meth:`write` in a transaction of its own, whatever ``group_commit`` says."""
         connection = self._connection()
         retries = RetryBudget(label, self.max_attempts, budget_s)
         if budget_s is None:
