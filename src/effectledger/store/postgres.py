@@ -33,8 +33,8 @@ from psycopg_pool import ConnectionPool
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.operations import Row
 from effectledger.sql import load_queries, load_statements
-from effectledger.store import group_postgres, redact, refuse_unstorable_text
-from effectledger.store.batching import on_off
+from effectledger.store import redact, refuse_unstorable_text
+from effectledger.store.batching import GroupCommitter, on_off
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
 from effectledger.store.postgres_schema import check_existing, migrate
 from effectledger.store.retry import RetryBudget
@@ -235,7 +235,11 @@ class PostgresStore:
         if "connect_timeout" not in parsed:
             self._connect_options["connect_timeout"] = _CONNECT_TIMEOUT_S
         self.max_attempts = max_attempts
-        self._group = group_postgres.committer(self) if on_off(group_commit) else None
+        self._group: GroupCommitter | None = None
+        if on_off(group_commit):  # loaded only when asked for: it reads this module's parts
+            from effectledger.store.group_postgres import committer
+
+            self._group = committer(self)
         self.lock_timeout_ms = lock_timeout_ms
         self._queries = load_queries("postgres")
         self._pid = os.getpid()

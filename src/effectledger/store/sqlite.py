@@ -34,8 +34,8 @@ from effectledger.errors import (
 )
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
-from effectledger.store import group_sqlite, refuse_unstorable_text
-from effectledger.store.batching import on_off
+from effectledger.store import refuse_unstorable_text
+from effectledger.store.batching import GroupCommitter, on_off
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["SQLiteStore"]
@@ -218,7 +218,11 @@ class SQLiteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self.cache_kib = cache_kib
         self.max_attempts = max_attempts
-        self._group = group_sqlite.committer(self) if on_off(group_commit) else None
+        self._group: GroupCommitter | None = None
+        if on_off(group_commit):  # loaded only when asked for: it reads this module's parts
+            from effectledger.store.group_sqlite import committer
+
+            self._group = committer(self)
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
         # A named query of several statements (PostgreSQL writes it as one, with a CTE), or of
