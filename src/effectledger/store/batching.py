@@ -208,7 +208,7 @@ class GroupCommitter:
     def _wait(self, member: Member[Any]) -> bool:
         """Wait for a change; ``False`` if the budget ran out while the member was queued."""
         left = member.left_s()
-        if left is None:
+        if left is None or member.state != WAITING:  # no budget, or in a batch: wait it out
             self._condition.wait()
             return True
         if left > 0:
