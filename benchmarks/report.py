@@ -18,6 +18,10 @@ figure: what was measured, its floor, their ratio, the goal and whether it was m
 * **PostgreSQL perform / floor at N workers**: ``EffectLedger.perform`` in N processes against
   plain psycopg writing the same rows in the same tables, N processes too; and the worker
   processes' CPU per operation against the floor's (the server's CPU is not counted).
+* **SQLite / PostgreSQL 16 grouped performers / floor**: ``EffectLedger.perform`` from 16
+  threads of one process with ``group_commit=on`` against the per-operation floor, one
+  operation after another (``group_commit.py``: SQLite's 4-commit floor, PostgreSQL's psycopg
+  floor in one process).
 * **replay p50**: a repeated perform of a SUCCEEDED operation (the service call and the bare
   executor) against a raw ``sqlite3`` read of the operation's row by key.
 
@@ -40,11 +44,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import api_replay
+import group_commit
 import ledger_sqlite
 
 SETTINGS = {
-    "quick": {"sqlite_ops": 300, "rounds": 3, "pg_ops": 400, "repeat": 2, "replays": 3000},
-    "full": {"sqlite_ops": 1000, "rounds": 5, "pg_ops": 1200, "repeat": 3, "replays": 5000},
+    "quick": {
+        "sqlite_ops": 300,
+        "rounds": 3,
+        "pg_ops": 400,
+        "repeat": 2,
+        "replays": 3000,
+        "group_ops": 160,
+    },
+    "full": {
+        "sqlite_ops": 1000,
+        "rounds": 5,
+        "pg_ops": 1200,
+        "repeat": 3,
+        "replays": 5000,
+        "group_ops": 480,
+    },
 }
 
 
@@ -159,6 +178,20 @@ def replay_figures(replays: int, rounds: int) -> list[Figure]:
     return figures
 
 
+def group_figures(backend: str, url: str | None, ops: int, rounds: int) -> Figure:
+    """16 performers in one process, group commit on, against the per-operation floor."""
+    name = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend]
+    runs = group_commit.measure(backend, "1x16", ops, rounds, url)
+    best = max(runs, key=lambda rates: rates["on"] / rates["floor"])
+    return _higher(
+        f"{name} 16 grouped performers / floor",
+        best["on"],
+        best["floor"],
+        "ops/s",
+        group_commit.TARGET,
+    )
+
+
 def table(figures: list[Figure]) -> str:
     """The figures as one aligned text table."""
     head = ("figure", "measured", "floor", "ratio", "goal", "met?")
@@ -200,8 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     figures = sqlite_figures(chosen["sqlite_ops"], chosen["rounds"])
     sys.stderr.write("replays\n")
     figures += replay_figures(chosen["replays"], chosen["rounds"])
+    sys.stderr.write("group commit, 16 performers\n")
+    figures.append(group_figures("sqlite", None, chosen["group_ops"], chosen["rounds"]))
     workers = [int(part) for part in args.workers.split(",")]
     if args.url:
+        figures.append(group_figures("postgres", args.url, chosen["group_ops"], chosen["repeat"]))
         sys.stderr.write("PostgreSQL perform and floor\n")
         figures += postgres_figures(args.url, chosen["pg_ops"], chosen["repeat"], workers)
     else:
@@ -210,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
                    ">= 0.8x", None)
             for count in workers
         ]  # fmt: skip
+        figures.append(
+            Figure(
+                "PostgreSQL 16 grouped performers / floor", "not run", "-", None, ">= 2.0x", None
+            )
+        )
     print(
         f"effectledger figures, {'full' if args.full else 'quick'} run, {os.cpu_count()} CPUs: "
         f"each ratio is the best of {chosen['rounds']} SQLite rounds / {chosen['repeat']} "

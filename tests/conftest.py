@@ -29,6 +29,8 @@ from effectledger.ledger import Ledger
 from effectledger.store import Store, open_store
 
 POSTGRES_URL_VARIABLE = "EFFECTLEDGER_TEST_POSTGRES_URL"
+GROUP_COMMIT_VARIABLE = "EFFECTLEDGER_TEST_GROUP_COMMIT"
+"""Set to ``on``, every store URL the fixtures make turns group commit on (both backends)."""
 BACKENDS = ("sqlite", "postgres")
 _BACKEND_PARAMS = [
     pytest.param(name, id=name, marks=[pytest.mark.postgres] if name == "postgres" else [])
@@ -82,12 +84,15 @@ def make_store_url(backend: str, tmp_path: Path) -> str:
     PostgreSQL stores live in a schema of their own in the database named by
     ``EFFECTLEDGER_TEST_POSTGRES_URL``; the ``store_url`` fixture drops it after the test.
     """
+    grouped = os.environ.get(GROUP_COMMIT_VARIABLE, "").lower() == "on"
     if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}"
+        return f"sqlite:///{tmp_path / 'ledger.db'}" + ("?group_commit=on" if grouped else "")
     if backend == "postgres":
         base = require_postgres()
         schema = postgres_schema(tmp_path)
         _created_schemas.add(schema)
+        if grouped:
+            return with_options(base, schema=schema, group_commit="on")
         return with_options(base, schema=schema)
     raise AssertionError(f"unknown backend {backend}")  # pragma: no cover
 
@@ -230,6 +235,7 @@ def run_sql(
     parts = urlsplit(store_url)
     query = dict(parse_qsl(parts.query))
     schema = query.pop("schema")
+    query.pop("group_commit", None)  # a store option, not libpq's
     base = urlunsplit(parts._replace(query=urlencode(query)))
     with psycopg.connect(base) as connection:
         connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
@@ -246,7 +252,7 @@ def raw_sql(store_url: str, statement: str) -> list[tuple[object, ...]]:
     if store_url.startswith("sqlite:"):
         import sqlite3
 
-        connection = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        connection = sqlite3.connect(urlsplit(store_url).path[1:], isolation_level=None)
         # SQLite enforces foreign keys only on connections that ask for it; the store always does.
         connection.execute("PRAGMA foreign_keys = ON")
         try:

@@ -4,7 +4,9 @@ When the environment variable ``EFFECTLEDGER_CRASH_AT`` names a point, the proce
 with SIGKILL on reaching it: no ``finally`` block, no atexit hook, no flushed buffer runs, exactly
 like a power cut of the process. In normal runs the variable is unset and a point costs one
 comparison. The names are those of docs/design.md, "Transactions", and ``export_after_write`` of
-the evidence exporter (after a line is written, before its position is saved).
+the evidence exporter (after a line is written, before its position is saved), and
+``after_group_commit`` of a group commit (after a batch of two or more writes committed, before
+any of their callers is answered: :mod:`effectledger.store.batching`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ CRASH_POINTS = (
     "after_reserve",
     "after_lookup",
     "export_after_write",
+    "after_group_commit",
 )
 
 _ARMED = os.environ.get("EFFECTLEDGER_CRASH_AT") or None

@@ -49,6 +49,7 @@ class _Holder:
         parts = urlsplit(store_url)
         query = dict(parse_qsl(parts.query))
         schema = query.pop("schema")
+        query.pop("group_commit", None)  # a store option, not libpq's
         self._postgres = psycopg.connect(urlunsplit(parts._replace(query=urlencode(query))))
         self._postgres.execute("SELECT set_config('search_path', %s, false)", (schema,))
         self._postgres.execute("SELECT 1 FROM operations FOR UPDATE")

@@ -266,6 +266,7 @@ def _hold_row(postgres_url: str, operation_id: str) -> psycopg.Connection[tuple[
     parts = urlsplit(postgres_url)
     query = dict(parse_qsl(parts.query))
     schema = query.pop("schema")
+    query.pop("group_commit", None)  # a store option, not libpq's
     connection = psycopg.connect(urlunsplit(parts._replace(query=urlencode(query))))
     connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
     connection.execute(

@@ -24,6 +24,9 @@ from tests.faults._harness import (
     survivor,
 )
 from tests.faults.test_export_crash import test_a_killed_exporter_resumes_without_gaps_or_duplicates
+from tests.faults.test_group_commit_crash import (
+    test_sixteen_grouped_performers_killed_lose_nothing_and_double_nothing,
+)
 
 DISPATCH = ("admit", "execute")
 # Dispatch with a lost reply, then one recovery pass once the attempt is due (30 s later).
@@ -318,6 +321,7 @@ COVERED: dict[str, Callable[..., None]] = {
     "after_reserve": test_crash_after_reserving_a_lookup_holds_the_window_then_reconciles,
     "after_lookup": test_crash_after_lookup_before_record_looks_up_again_next_window,
     "export_after_write": test_a_killed_exporter_resumes_without_gaps_or_duplicates,
+    "after_group_commit": test_sixteen_grouped_performers_killed_lose_nothing_and_double_nothing,
 }
 
 

@@ -35,6 +35,7 @@ from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.operations import Row
 from effectledger.sql import load_queries, load_statements
 from effectledger.store import redact, refuse_unstorable_text
+from effectledger.store.batching import GroupCommitter, on_off
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
 from effectledger.store.postgres_schema import check_existing, migrate
 from effectledger.store.postgres_transaction import Queued, Transaction
@@ -55,6 +56,7 @@ _STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "lock_timeout_ms": int,
     "max_attempts": int,
     "migrate": lambda value: value.lower() in {"1", "true", "yes", "on"},
+    "group_commit": str,
 }
 _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless told otherwise
 _OWN = load_statements("postgres", "store.sql")  # the store's own statements
@@ -85,6 +87,7 @@ class PostgresStore:
         migrate: bool = True,
         url: str | None = None,
         create: bool = True,
+        group_commit: bool | str = False,
     ) -> None:
         if schema is not None and _SCHEMA_NAME.fullmatch(schema) is None:
             raise InvalidInput("schema must be 1-63 characters of a-z, 0-9 and _", field="schema")
@@ -105,6 +108,11 @@ class PostgresStore:
         if "connect_timeout" not in parsed:
             self._connect_options["connect_timeout"] = _CONNECT_TIMEOUT_S
         self.max_attempts = max_attempts
+        self._group: GroupCommitter | None = None
+        if on_off(group_commit):  # loaded only when asked for: it reads this module's parts
+            from effectledger.store.group_postgres import committer
+
+            self._group = committer(self)
         self.lock_timeout_ms = lock_timeout_ms
         self._queries = load_queries("postgres")
         self._pid = os.getpid()
@@ -130,7 +138,8 @@ class PostgresStore:
         """Open ``postgresql://user@host:port/db?schema=..&pool_max_size=..``.
 
         The store's own options (``schema``, ``pool_min_size``, ``pool_max_size``,
-        ``pool_timeout_s``, ``lock_timeout_ms``, ``max_attempts``, ``migrate``) are taken out of
+        ``pool_timeout_s``, ``lock_timeout_ms``, ``max_attempts``, ``migrate``, ``group_commit``:
+        :mod:`effectledger.store.batching`) are taken out of
         the query string; everything else (``sslmode``, ``options``, ``connect_timeout``, ...)
         is passed to libpq unchanged. Keyword ``options`` win over the URL's.
         """
@@ -285,8 +294,11 @@ class PostgresStore:
         ``statement_timeout`` set to it (the lock timeout stays the store's own if that is
         shorter), and no re-run starts once it is spent. Running out raises
         :class:`StorageBusy` and nothing is committed. ``rerun_on``: see
-        :meth:`effectledger.store.Store.write`; its re-runs draw on the same budget.
+        :meth:`effectledger.store.Store.write`; its re-runs draw on the same budget. With
+        ``group_commit`` on, concurrent writes share one transaction (``store.batching``).
         """
+        if self._group is not None and not self._group.alone():
+            return self._group.write(body, label, budget_s, rerun_on)
         return self._run(body, _OWN["begin_write"], label, budget_s, rerun_on)
 
     def read(self, body: Callable[[Transaction], T]) -> T:

@@ -27,6 +27,8 @@ from effectledger.errors import InvalidInput, StorageError, StorageReadOnly
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
 from effectledger.store import refuse_unstorable_text
+from effectledger.store.batching import on_off
+from effectledger.store.group_sqlite import committer
 from effectledger.store.retry import RetryBudget
 from effectledger.store.sqlite_copy import Tables
 from effectledger.store.sqlite_faults import (
@@ -110,6 +112,7 @@ class SQLiteStore:
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
         create: bool = True,
+        group_commit: bool | str = False,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
@@ -123,6 +126,7 @@ class SQLiteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self.cache_kib = cache_kib
         self.max_attempts = max_attempts
+        self._group = committer(self) if on_off(group_commit) else None
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
         # A named query of several statements (PostgreSQL writes it as one, with a CTE), or of
@@ -146,8 +150,7 @@ class SQLiteStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        """Open ``sqlite:///path`` (``?synchronous=NORMAL&busy_timeout_ms=..&cache_kib=..`` are
-        accepted)."""
+        """Open ``sqlite:///path?synchronous=..&busy_timeout_ms=..&cache_kib=..&group_commit=on``."""
         parts = urlsplit(url)
         if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
             raise InvalidInput(f"an SQLite URL looks like sqlite:///path.db, not {url!r}")
@@ -155,8 +158,8 @@ class SQLiteStore:
         if not path:
             raise InvalidInput("the SQLite URL names no file")
         for key, values in parse_qs(parts.query).items():
-            if key == "synchronous":
-                options.setdefault("synchronous", values[-1])
+            if key in ("synchronous", "group_commit"):
+                options.setdefault(key, values[-1])
             elif key in ("busy_timeout_ms", "cache_kib"):
                 try:
                     options.setdefault(key, int(values[-1]))
@@ -296,8 +299,11 @@ class SQLiteStore:
         With ``budget_s`` the whole write, retries included, waits for the file's lock at most
         that many seconds: each attempt's busy timeout is the budget left (or the store's own,
         if shorter), restored afterwards, and no attempt starts once the budget is spent. A
-        timeout the connection already has is not set again.
+        timeout the connection already has is not set again. With ``group_commit`` on,
+        concurrent writes share one transaction (``store.batching``).
         """
+        if self._group is not None and not self._group.alone():
+            return self._group.write(body, label, budget_s, rerun_on)
         connection = self._connection()
         retries = RetryBudget(label, self.max_attempts, budget_s)
         if budget_s is None:
