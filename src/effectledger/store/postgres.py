@@ -27,14 +27,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.operations import Row
 from effectledger.sql import load_queries, load_statements
-from effectledger.store import redact, refuse_unstorable_text
+from effectledger.store import redact
+from effectledger.store.hashes import pack_row, storable
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
+from effectledger.store.postgres_rows import hash_dict_row
 from effectledger.store.postgres_schema import check_existing, migrate
 from effectledger.store.retry import RetryBudget
 
@@ -106,19 +108,19 @@ class _Transaction:
                 self._cursor.execute(query, params)
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return self._execute(self._queries[name], params).fetchone()
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return list(self._execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return self._execute(self._queries[name], params).rowcount
 
     def queue(self, name: str, params: Mapping[str, Any]) -> None:
-        refuse_unstorable_text(params)
+        params = storable(params)
         self._queued.append((self._queries[name], params))
 
     def tables(self) -> _Tables:
@@ -181,7 +183,7 @@ class _Tables:
             columns=_names(columns),
             values=sql.SQL(", ").join(sql.Placeholder() for _ in columns),
         )
-        self._cursor.executemany(statement, rows)
+        self._cursor.executemany(statement, [pack_row(columns, row) for row in rows])
 
     def clear(self, table: str) -> None:
         self._cursor.execute(self._fill("copy_clear", table=sql.Identifier(table)))
@@ -223,7 +225,7 @@ class PostgresStore:
         self.url = redact(url or conninfo)
         self.schema = schema
         self._conninfo = conninfo
-        self._connect_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        self._connect_options: dict[str, Any] = {"autocommit": True, "row_factory": hash_dict_row}
         try:
             parsed = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -422,7 +424,7 @@ class PostgresStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name, re-run on a fresh connection if the connection broke."""
-        refuse_unstorable_text(params)
+        params = storable(params)
         query = self._queries[name]
         retries = RetryBudget(name, self.max_attempts)
         for _ in retries.attempts():

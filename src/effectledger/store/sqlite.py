@@ -34,7 +34,7 @@ from effectledger.errors import (
 )
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
-from effectledger.store import refuse_unstorable_text
+from effectledger.store.hashes import SQLITE_TYPE, pack_row, packed_form, storable, unpack_hash
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["SQLiteStore"]
@@ -44,6 +44,9 @@ _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and
 MAX_ATTEMPTS = 3
 _SQLITE_READONLY = 8  # primary result codes (the low byte of an extended code)
 _SQLITE_FULL = 13
+_DECLTYPES = sqlite3.PARSE_DECLTYPES
+# Hash columns (declared ``DIGEST BLOB``) read back as their strings: effectledger.store.hashes.
+sqlite3.register_converter(SQLITE_TYPE, unpack_hash)
 CACHE_KIB = 65536
 """Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB holds the inner pages
 of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
@@ -77,6 +80,15 @@ def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) 
     return StorageError(f"{label}: {type(exc).__name__}: {exc}")
 
 
+_Value = str | bytes | int | float | None
+
+
+def _packed(value: _Value) -> _Value:
+    """A hash column's text as its stored bytes; text the ledger did not write stays as it is."""
+    packed = packed_form(value) if isinstance(value, str) else None
+    return value if packed is None else packed
+
+
 def _on_read_only_fs(path: Path) -> bool:
     """Whether ``path`` lies on a file system mounted read-only."""
     try:
@@ -103,7 +115,7 @@ class _Transaction:
         self._compound = compound
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        refuse_unstorable_text(params)
+        params = storable(params)
         steps = self._compound.get(name)
         if steps is None:
             row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
@@ -115,11 +127,11 @@ class _Transaction:
         return rows[0] if rows else None
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return list(self._connection.execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
-        refuse_unstorable_text(params)
+        params = storable(params)
         steps = self._compound.get(name)
         if steps is None:
             return self._connection.execute(self._queries[name], params).rowcount
@@ -182,7 +194,7 @@ class _Tables:
             columns=_quoted(columns),
             values=", ".join("?" for _ in columns),
         )
-        self._connection.executemany(statement, rows)
+        self._connection.executemany(statement, [pack_row(columns, row) for row in rows])
 
     def clear(self, table: str) -> None:
         self._connection.execute(_COPY["copy_clear"].format(table=_quoted([table])))
@@ -272,7 +284,12 @@ class SQLiteStore:
             kept = wal.is_file() and wal.stat().st_size > 0
             uri = self.path.absolute().as_uri() + ("?mode=ro" if kept else "?mode=ro&immutable=1")
             connection = sqlite3.connect(
-                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
+                uri,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=0,
+                detect_types=_DECLTYPES,
             )
             self._local.read_only = True
             return connection
@@ -280,10 +297,21 @@ class SQLiteStore:
         if not self._create:
             uri = self.path.absolute().as_uri() + "?mode=rw"
             return sqlite3.connect(
-                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
+                uri,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=0,
+                detect_types=_DECLTYPES,
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+        return sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=0,
+            detect_types=_DECLTYPES,
+        )
 
     def _check_existing(self) -> None:
         """Raise unless ``path`` is an existing ledger database with the current schema."""
@@ -337,6 +365,8 @@ class SQLiteStore:
         try:
             connection = self._open()
             connection.row_factory = sqlite3.Row
+            # Migration 15 packs the hash columns written as text before it.
+            connection.create_function("effectledger_pack_hash", 1, _packed, deterministic=True)
             self._set_busy_timeout(connection, self.busy_timeout_ms)
             connection.execute(self._own["foreign_keys_on"])
             if self._local.read_only:
@@ -488,7 +518,7 @@ class SQLiteStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name."""
-        refuse_unstorable_text(params)
+        params = storable(params)
         try:
             row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:
