@@ -531,11 +531,13 @@ class SQLiteStore:
         """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
         connection = self._connection()
         applied: list[int] = []
-        latest = migrations("sqlite")[-1][0]
+        versions = [version for version, _, _ in migrations("sqlite")]
         with contextlib.suppress(sqlite3.OperationalError):  # no schema_migrations table yet
-            row = connection.execute(self._queries["schema_version"]).fetchone()
-            if row is not None and row[0] is not None and row[0] >= latest:
-                return applied  # up to date: a read, so a read-only ledger opens too
+            row = connection.execute(self._own["migrations_applied"]).fetchone()
+            # Up to date (a read, so a read-only ledger opens too) when none is missing.
+            if row is not None and row[0] is not None and row[0] >= versions[-1]:
+                if row[1] >= len(versions):
+                    return applied
         self._refuse_if_read_only("migrate")
         try:
             connection.execute(self._own["migrations_create"])

@@ -161,7 +161,9 @@ CREATE TABLE approvals (
     FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals (tenant_id, proposal_id)
 );
 
-CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
+-- Only pre-authorizations are counted by kind (their budget): the index holds nothing else.
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us)
+    WHERE kind = 'preauthorization';
 
 CREATE INDEX approvals_by_proposal ON approvals (tenant_id, proposal_id, decided_us);
 

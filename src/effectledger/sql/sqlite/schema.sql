@@ -55,8 +55,6 @@ CREATE TABLE attempts (
     FOREIGN KEY (tenant_id, operation_id) REFERENCES operations (tenant_id, operation_id)
 ) WITHOUT ROWID;
 
-CREATE INDEX attempts_due ON attempts (recover_after_us);
-
 CREATE TABLE audit_events (
     event_id           TEXT    NOT NULL PRIMARY KEY,
     tenant_id          TEXT    NOT NULL,
@@ -148,7 +146,9 @@ CREATE TABLE approvals (
     FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals (tenant_id, proposal_id)
 ) WITHOUT ROWID;
 
-CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
+-- Only pre-authorizations are counted by kind (their budget): the index holds nothing else.
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us)
+    WHERE kind = 'preauthorization';
 
 CREATE INDEX approvals_by_proposal ON approvals (tenant_id, proposal_id, decided_us);
 

@@ -47,3 +47,8 @@ ALTER TABLE log_entries
         ELSE convert_to(leaf_hash, 'UTF8') END;
 ALTER TABLE log_entries
     ADD CONSTRAINT log_entries_leaf_hash_check CHECK (octet_length(leaf_hash) = 32);
+
+-- Only pre-authorizations are counted by kind (their budget): the index holds nothing else.
+DROP INDEX approvals_by_kind;
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us)
+    WHERE kind = 'preauthorization';

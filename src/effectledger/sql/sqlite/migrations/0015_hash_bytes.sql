@@ -8,8 +8,11 @@
 -- and created again under its own name, its rows put back with their hashes packed by the
 -- store's function effectledger_pack_hash (in row order), then its indexes and triggers are
 -- created again (after the rows: the triggers would count capacity or queue events again).
--- Foreign keys are checked once at COMMIT, when every parent row is back.
+-- Foreign keys are checked once at COMMIT, when every parent row is back. approvals_by_kind
+-- comes back holding the pre-authorizations only, the one kind a query counts.
 PRAGMA defer_foreign_keys = ON;
+-- No query reads attempts through attempts_due (recovery starts from operations_unresolved).
+DROP INDEX IF EXISTS attempts_due;
 CREATE TEMP TABLE operations_v14 AS SELECT * FROM main.operations;
 CREATE TEMP TABLE audit_events_v14 AS SELECT * FROM main.audit_events ORDER BY rowid;
 CREATE TEMP TABLE proposals_v14 AS SELECT * FROM main.proposals;
@@ -203,7 +206,8 @@ CREATE INDEX proposals_by_expiry ON proposals (tenant_id, expires_us, proposal_i
 
 CREATE INDEX proposals_by_age ON proposals (tenant_id, created_us, proposal_id);
 
-CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us)
+    WHERE kind = 'preauthorization';
 
 CREATE INDEX approvals_by_proposal ON approvals (tenant_id, proposal_id, decided_us);
 
