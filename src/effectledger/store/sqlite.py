@@ -535,9 +535,16 @@ class SQLiteStore:
         with contextlib.suppress(sqlite3.OperationalError):  # no schema_migrations table yet
             row = connection.execute(self._own["migrations_applied"]).fetchone()
             # Up to date (a read, so a read-only ledger opens too) when none is missing.
-            if row is not None and row[0] is not None and row[0] >= versions[-1]:
-                if row[1] >= len(versions):
-                    return applied
+            if (
+                row is not None
+                and row[0] is not None
+                and (row[0], row[1])
+                >= (
+                    versions[-1],
+                    len(versions),
+                )
+            ):
+                return applied
         self._refuse_if_read_only("migrate")
         try:
             connection.execute(self._own["migrations_create"])

@@ -13,16 +13,19 @@
 PRAGMA defer_foreign_keys = ON;
 -- No query reads attempts through attempts_due (recovery starts from operations_unresolved).
 DROP INDEX IF EXISTS attempts_due;
+-- Foreign keys are checked for each row dropped and put back: approval_consumptions is read by
+-- operation for that while the migration runs (without an index, each row would read it whole).
+CREATE INDEX approval_consumptions_v15 ON approval_consumptions (tenant_id, operation_id);
 CREATE TEMP TABLE operations_v14 AS SELECT * FROM main.operations;
 CREATE TEMP TABLE audit_events_v14 AS SELECT * FROM main.audit_events ORDER BY rowid;
 CREATE TEMP TABLE proposals_v14 AS SELECT * FROM main.proposals;
 CREATE TEMP TABLE approvals_v14 AS SELECT * FROM main.approvals;
 CREATE TEMP TABLE log_entries_v14 AS SELECT * FROM main.log_entries;
-DROP TABLE main.operations;
-DROP TABLE main.audit_events;
-DROP TABLE main.proposals;
-DROP TABLE main.approvals;
 DROP TABLE main.log_entries;
+DROP TABLE main.approvals;
+DROP TABLE main.proposals;
+DROP TABLE main.audit_events;
+DROP TABLE main.operations;
 
 CREATE TABLE operations (
     tenant_id            TEXT    NOT NULL,
@@ -311,3 +314,5 @@ CREATE TRIGGER log_entries_no_delete BEFORE DELETE ON log_entries
 BEGIN
     SELECT RAISE(ABORT, 'log_entries is append-only');
 END;
+
+DROP INDEX approval_consumptions_v15;
