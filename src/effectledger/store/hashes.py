@@ -29,6 +29,7 @@ __all__ = [
     "pack_hash",
     "pack_row",
     "packed_form",
+    "packed_or_text",
     "storable",
     "unpack_hash",
     "unpacked",
@@ -61,6 +62,19 @@ def packed_form(text: str) -> bytes | None:
     if packed.hex() != digits:  # upper case or spaces: not a string the ledger writes
         return None
     return packed if digits is text else _V2_TAG + packed
+
+
+StoredValue = str | bytes | int | float | None
+"""A value SQLite stores."""
+
+
+def packed_or_text(value: StoredValue) -> StoredValue:
+    """A hash column's text as its stored bytes; text the ledger did not write stays as it is.
+
+    SQLite's ``effectledger_pack_hash`` (migration 15 packs the text written before it).
+    """
+    packed = packed_form(value) if isinstance(value, str) else None
+    return value if packed is None else packed
 
 
 def pack_hash(text: str) -> bytes:

@@ -34,7 +34,7 @@ from effectledger.errors import (
 )
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
-from effectledger.store.hashes import SQLITE_TYPE, pack_row, packed_form, storable, unpack_hash
+from effectledger.store.hashes import SQLITE_TYPE, pack_row, packed_or_text, storable, unpack_hash
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["SQLiteStore"]
@@ -78,15 +78,6 @@ def _translate(exc: sqlite3.Error, label: str, *, attempts: int = MAX_ATTEMPTS) 
             f"{label}: the ledger file cannot be written; nothing was written", label=label
         )
     return StorageError(f"{label}: {type(exc).__name__}: {exc}")
-
-
-_Value = str | bytes | int | float | None
-
-
-def _packed(value: _Value) -> _Value:
-    """A hash column's text as its stored bytes; text the ledger did not write stays as it is."""
-    packed = packed_form(value) if isinstance(value, str) else None
-    return value if packed is None else packed
 
 
 def _on_read_only_fs(path: Path) -> bool:
@@ -366,7 +357,9 @@ class SQLiteStore:
             connection = self._open()
             connection.row_factory = sqlite3.Row
             # Migration 15 packs the hash columns written as text before it.
-            connection.create_function("effectledger_pack_hash", 1, _packed, deterministic=True)
+            connection.create_function(
+                "effectledger_pack_hash", 1, packed_or_text, deterministic=True
+            )
             self._set_busy_timeout(connection, self.busy_timeout_ms)
             connection.execute(self._own["foreign_keys_on"])
             if self._local.read_only:
