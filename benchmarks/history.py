@@ -110,6 +110,8 @@ class Template:
     def _value(self, column: str, value: object) -> str:
         if value is None:
             return "NULL"
+        if isinstance(value, bytes):  # a hash column: its stored bytes
+            return f"X'{value.hex()}'"
         if isinstance(value, str):
             return self._text(value)
         if column == "expires_us":
@@ -131,11 +133,16 @@ class Template:
                 found.append(f"{counter}INSERT INTO {table} ({columns}) SELECT {values} FROM c")
         # The history is sealed: its events sit in the Merkle log, not in log_pending.
         for index, event in enumerate(self.events):
-            leaf = str(event["event_hash"]).split(":")[-1]
+            stored = event["event_hash"]  # hash columns hold bytes since migration 15
+            leaf = (
+                f"X'{stored[-32:].hex()}'"
+                if isinstance(stored, bytes)
+                else _quote(str(stored).split(":")[-1])
+            )
             found.append(
                 f"{counter}INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, "
                 f"sealed_us) SELECT 'acme', 1000000000 + c.n * {len(self.events)} + {index}, "
-                f"{self._text(str(event['event_id']))}, {_quote(leaf)}, c.n * 1000 FROM c"
+                f"{self._text(str(event['event_id']))}, {leaf}, c.n * 1000 FROM c"
             )
         found.append("DELETE FROM log_pending WHERE pending_id > :keep")
         return found

@@ -28,15 +28,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.operations import Row
 from effectledger.sql import load_queries, load_statements
-from effectledger.store import redact, refuse_unstorable_text
+from effectledger.store import redact
 from effectledger.store.batching import GroupCommitter, on_off
+from effectledger.store.hashes import storable
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
+from effectledger.store.postgres_rows import hash_dict_row
 from effectledger.store.postgres_schema import check_existing, migrate
 from effectledger.store.postgres_transaction import Queued, Transaction
 from effectledger.store.retry import RetryBudget
@@ -99,7 +101,7 @@ class PostgresStore:
         self.url = redact(url or conninfo)
         self.schema = schema
         self._conninfo = conninfo
-        self._connect_options: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        self._connect_options: dict[str, Any] = {"autocommit": True, "row_factory": hash_dict_row}
         try:
             parsed = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -307,7 +309,7 @@ class PostgresStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name, re-run on a fresh connection if the connection broke."""
-        refuse_unstorable_text(params)
+        params = storable(params)
         query = self._queries[name]
         retries = RetryBudget(name, self.max_attempts)
         for _ in retries.attempts():

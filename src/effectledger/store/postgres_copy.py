@@ -14,6 +14,7 @@ from psycopg import sql
 from psycopg.rows import DictRow
 
 from effectledger.sql import load_statements
+from effectledger.store.hashes import pack_row
 
 __all__ = ["Tables"]
 
@@ -72,7 +73,7 @@ class Tables:
             columns=_names(columns),
             values=sql.SQL(", ").join(sql.Placeholder() for _ in columns),
         )
-        self._cursor.executemany(statement, rows)
+        self._cursor.executemany(statement, [pack_row(columns, row) for row in rows])
 
     def clear(self, table: str) -> None:
         self._cursor.execute(self._fill("copy_clear", table=sql.Identifier(table)))

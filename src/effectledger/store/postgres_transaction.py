@@ -14,7 +14,7 @@ import psycopg
 from psycopg.rows import DictRow
 
 from effectledger.model.operations import Row
-from effectledger.store import refuse_unstorable_text
+from effectledger.store.hashes import storable
 from effectledger.store.postgres_copy import Tables
 
 __all__ = ["Queued", "Transaction"]
@@ -67,19 +67,19 @@ class Transaction:
                 self._cursor.execute(query, params)
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return self._execute(self._queries[name], params).fetchone()
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return list(self._execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return self._execute(self._queries[name], params).rowcount
 
     def queue(self, name: str, params: Mapping[str, Any]) -> None:
-        refuse_unstorable_text(params)
+        params = storable(params)
         self._queued.append((self._queries[name], params))
 
     def tables(self) -> Tables:

@@ -25,14 +25,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from effectledger.errors import InvalidInput, StorageError, StorageReadOnly
 from effectledger.model.operations import Row
-from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements, migrations
-from effectledger.store import refuse_unstorable_text
+from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements
+from effectledger.store import sqlite_schema
 from effectledger.store.batching import on_off
 from effectledger.store.group_sqlite import committer
+from effectledger.store.hashes import storable
 from effectledger.store.retry import RetryBudget
 from effectledger.store.sqlite_copy import Tables
 from effectledger.store.sqlite_faults import (
     MAX_ATTEMPTS,
+    connect,
     is_busy,
     on_read_only_fs,
     open_read_only,
@@ -68,7 +70,7 @@ class _Transaction:
         self._compound = compound
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        refuse_unstorable_text(params)
+        params = storable(params)
         steps = self._compound.get(name)
         if steps is None:
             row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
@@ -80,11 +82,11 @@ class _Transaction:
         return rows[0] if rows else None
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
-        refuse_unstorable_text(params)
+        params = storable(params)
         return list(self._connection.execute(self._queries[name], params).fetchall())
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
-        refuse_unstorable_text(params)
+        params = storable(params)
         steps = self._compound.get(name)
         if steps is None:
             return self._connection.execute(self._queries[name], params).rowcount
@@ -181,11 +183,9 @@ class SQLiteStore:
         self._local.read_only = False
         if not self._create:
             uri = self.path.absolute().as_uri() + "?mode=rw"
-            return sqlite3.connect(
-                uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
-            )
+            return connect(uri, uri=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+        return connect(self.path)
 
     def _schema_version(self) -> Any:
         """The stored schema version's row, read on a connection of its own.
@@ -376,7 +376,7 @@ class SQLiteStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name."""
-        refuse_unstorable_text(params)
+        params = storable(params)
         try:
             row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:
@@ -388,11 +388,10 @@ class SQLiteStore:
     def migrate(self) -> list[int]:
         """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
         connection = self._connection()
-        latest = migrations("sqlite")[-1][0]
-        with contextlib.suppress(sqlite3.OperationalError):  # no schema_migrations table yet
-            row = connection.execute(self._queries["schema_version"]).fetchone()
-            if row is not None and row[0] is not None and row[0] >= latest:
-                return []  # up to date: a read, so a read-only ledger opens too
+        if sqlite_schema.up_to_date(
+            connection, self._own
+        ):  # a read, so a read-only ledger opens too
+            return []
         self._refuse_if_read_only("migrate")
         try:
             return apply_migrations(connection, self._own)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from effectledger.sql import load_statements
+from effectledger.store.hashes import pack_row
 
 __all__ = ["Tables"]
 
@@ -64,7 +65,7 @@ class Tables:
             columns=_quoted(columns),
             values=", ".join("?" for _ in columns),
         )
-        self._connection.executemany(statement, rows)
+        self._connection.executemany(statement, [pack_row(columns, row) for row in rows])
 
     def clear(self, table: str) -> None:
         self._connection.execute(_COPY["copy_clear"].format(table=_quoted([table])))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from effectledger.errors import (
     ConstraintViolation,
@@ -20,11 +21,38 @@ from effectledger.errors import (
     StorageFull,
     StorageReadOnly,
 )
+from effectledger.store.hashes import SQLITE_TYPE, packed_or_text, unpack_hash
 
-__all__ = ["MAX_ATTEMPTS", "is_busy", "on_read_only_fs", "open_read_only", "translate"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "OPEN_OPTIONS",
+    "connect",
+    "is_busy",
+    "on_read_only_fs",
+    "open_read_only",
+    "translate",
+]
 
 _BUSY_CODES = frozenset({5, 6, 261, 262, 517})  # SQLITE_BUSY, SQLITE_LOCKED and extended codes
 MAX_ATTEMPTS = 3
+OPEN_OPTIONS: dict[str, Any] = {
+    "isolation_level": None,  # the store issues BEGIN IMMEDIATE / COMMIT itself
+    "check_same_thread": False,
+    "timeout": 0,
+    "detect_types": sqlite3.PARSE_DECLTYPES,  # hash columns (DIGEST) read back as strings
+}
+"""How every connection to a ledger file opens (``sqlite3.connect`` keywords)."""
+
+
+def connect(target: str | Path, **options: Any) -> sqlite3.Connection:
+    """A connection to a ledger file, opened as every connection of the store is."""
+    connection: sqlite3.Connection = sqlite3.connect(target, **OPEN_OPTIONS, **options)
+    # Migration 15 packs the hash columns written as text before it.
+    connection.create_function("effectledger_pack_hash", 1, packed_or_text, deterministic=True)
+    return connection
+
+
+sqlite3.register_converter(SQLITE_TYPE, unpack_hash)
 _SQLITE_READONLY = 8  # primary result codes (the low byte of an extended code)
 _SQLITE_FULL = 13
 
@@ -75,4 +103,4 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     wal = Path(f"{path}-wal")
     kept = wal.is_file() and wal.stat().st_size > 0
     uri = path.absolute().as_uri() + ("?mode=ro" if kept else "?mode=ro&immutable=1")
-    return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0)
+    return connect(uri, uri=True)

@@ -12,7 +12,17 @@ from effectledger.errors import InvalidInput, NotFound, StorageError
 from effectledger.sql import migrations
 from effectledger.store.sqlite_faults import is_busy, translate
 
-__all__ = ["apply_migrations", "check_existing", "statements"]
+__all__ = ["apply_migrations", "check_existing", "statements", "up_to_date"]
+
+
+def up_to_date(connection: sqlite3.Connection, own: Mapping[str, str]) -> bool:
+    """Whether every migration is applied: the newest, and none missing below it."""
+    versions = [version for version, _, _ in migrations("sqlite")]
+    try:
+        row = connection.execute(own["migrations_applied"]).fetchone()
+    except sqlite3.OperationalError:  # no schema_migrations table yet
+        return False
+    return row is not None and row[0] is not None and tuple(row) >= (versions[-1], len(versions))
 
 
 def apply_migrations(connection: sqlite3.Connection, own: Mapping[str, str]) -> list[int]:

@@ -1,6 +1,7 @@
 -- effectledger PostgreSQL schema: the current complete schema (equal to the replayed migrations).
 -- The same tables, keys and constraints as the SQLite schema. Times are microseconds since the
--- Unix epoch in BIGINT columns; every key starts with the tenant.
+-- Unix epoch in BIGINT columns; every key starts with the tenant. Hash columns are BYTEA: a
+-- hash's 32 bytes, or 33 for a version 2 hash (effectledger.store.hashes, migration 15).
 
 CREATE TABLE operations (
     tenant_id            TEXT    NOT NULL,
@@ -10,7 +11,7 @@ CREATE TABLE operations (
     action               TEXT    NOT NULL,
     contract_version     TEXT    NOT NULL,
     command_json         TEXT    NOT NULL,
-    fingerprint          TEXT    NOT NULL,
+    fingerprint          BYTEA   NOT NULL,
     admission_reference  TEXT    NOT NULL,
     destination_account  TEXT    NOT NULL,
     destination_endpoint TEXT    NOT NULL,
@@ -27,7 +28,7 @@ CREATE TABLE operations (
     review_deadline_us   BIGINT,
     created_us           BIGINT  NOT NULL,
     updated_us           BIGINT  NOT NULL,
-    last_event_hash      TEXT    NOT NULL,
+    last_event_hash      BYTEA   NOT NULL,
     proposal_id          TEXT,
     approval_id          TEXT,
     pool                 TEXT,
@@ -68,8 +69,8 @@ CREATE TABLE audit_events (
     evidence_reference TEXT,
     details_json       TEXT    NOT NULL,
     observation_id     TEXT,
-    prev_hash          TEXT    NOT NULL,
-    event_hash         TEXT    NOT NULL,
+    prev_hash          BYTEA   NOT NULL,
+    event_hash         BYTEA   NOT NULL,
     trail_tag          TEXT,
     UNIQUE (tenant_id, operation_id, sequence),
     -- An operation's trail starts before the operation row exists (its proposal and approval
@@ -118,7 +119,7 @@ CREATE TABLE proposals (
     policy_version   TEXT    NOT NULL,
     expires_us       BIGINT  NOT NULL,
     correlation_json TEXT    NOT NULL,
-    digest           TEXT    NOT NULL,
+    digest           BYTEA   NOT NULL,
     created_us       BIGINT  NOT NULL,
     PRIMARY KEY (tenant_id, proposal_id),
     UNIQUE (tenant_id, operation_id)
@@ -148,7 +149,7 @@ CREATE TABLE approvals (
     tenant_id      TEXT    NOT NULL,
     approval_id    TEXT    NOT NULL,
     proposal_id    TEXT    NOT NULL,
-    digest         TEXT    NOT NULL,
+    digest         BYTEA   NOT NULL,
     decision       TEXT    NOT NULL CHECK (decision IN ('granted', 'denied')),
     kind           TEXT    NOT NULL CHECK (kind IN ('approval', 'preauthorization')),
     approver_id    TEXT    NOT NULL,
@@ -160,7 +161,9 @@ CREATE TABLE approvals (
     FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals (tenant_id, proposal_id)
 );
 
-CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
+-- Only pre-authorizations are counted by kind (their budget): the index holds nothing else.
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us)
+    WHERE kind = 'preauthorization';
 
 CREATE INDEX approvals_by_proposal ON approvals (tenant_id, proposal_id, decided_us);
 
@@ -325,7 +328,7 @@ CREATE TABLE log_entries (
     tenant_id TEXT   NOT NULL,
     position  BIGINT NOT NULL CHECK (position >= 0),
     event_id  TEXT   NOT NULL UNIQUE REFERENCES audit_events (event_id),
-    leaf_hash TEXT   NOT NULL CHECK (length(leaf_hash) = 64),
+    leaf_hash BYTEA  NOT NULL CHECK (octet_length(leaf_hash) = 32),
     sealed_us BIGINT NOT NULL,
     PRIMARY KEY (tenant_id, position)
 );

@@ -1,5 +1,7 @@
 -- effectledger SQLite schema: the current complete schema (equal to the replayed migrations).
 -- Every key starts with the tenant, so every read and write is tenant-scoped by construction.
+-- Hash columns are DIGEST BLOB: a hash's 32 bytes, or 33 for a version 2 hash, read back as its
+-- hex string by the store (effectledger.store.hashes, migration 15).
 
 CREATE TABLE operations (
     tenant_id            TEXT    NOT NULL,
@@ -9,7 +11,7 @@ CREATE TABLE operations (
     action               TEXT    NOT NULL,
     contract_version     TEXT    NOT NULL,
     command_json         TEXT    NOT NULL,
-    fingerprint          TEXT    NOT NULL,
+    fingerprint          DIGEST BLOB NOT NULL,
     admission_reference  TEXT    NOT NULL,
     destination_account  TEXT    NOT NULL,
     destination_endpoint TEXT    NOT NULL,
@@ -26,7 +28,7 @@ CREATE TABLE operations (
     review_deadline_us   INTEGER,
     created_us           INTEGER NOT NULL,
     updated_us           INTEGER NOT NULL,
-    last_event_hash      TEXT    NOT NULL,
+    last_event_hash      DIGEST BLOB NOT NULL,
     proposal_id          TEXT,
     approval_id          TEXT,
     pool                 TEXT,
@@ -53,8 +55,6 @@ CREATE TABLE attempts (
     FOREIGN KEY (tenant_id, operation_id) REFERENCES operations (tenant_id, operation_id)
 ) WITHOUT ROWID;
 
-CREATE INDEX attempts_due ON attempts (recover_after_us);
-
 CREATE TABLE audit_events (
     event_id           TEXT    NOT NULL PRIMARY KEY,
     tenant_id          TEXT    NOT NULL,
@@ -67,8 +67,8 @@ CREATE TABLE audit_events (
     evidence_reference TEXT,
     details_json       TEXT    NOT NULL,
     observation_id     TEXT,
-    prev_hash          TEXT    NOT NULL,
-    event_hash         TEXT    NOT NULL,
+    prev_hash          DIGEST BLOB NOT NULL,
+    event_hash         DIGEST BLOB NOT NULL,
     trail_tag          TEXT,
     UNIQUE (tenant_id, operation_id, sequence),
     -- An operation's trail starts before the operation row exists (its proposal and approval
@@ -110,7 +110,7 @@ CREATE TABLE proposals (
     policy_version   TEXT    NOT NULL,
     expires_us       INTEGER NOT NULL,
     correlation_json TEXT    NOT NULL,
-    digest           TEXT    NOT NULL,
+    digest           DIGEST BLOB NOT NULL,
     created_us       INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, proposal_id),
     UNIQUE (tenant_id, operation_id)
@@ -134,7 +134,7 @@ CREATE TABLE approvals (
     tenant_id      TEXT    NOT NULL,
     approval_id    TEXT    NOT NULL,
     proposal_id    TEXT    NOT NULL,
-    digest         TEXT    NOT NULL,
+    digest         DIGEST BLOB NOT NULL,
     decision       TEXT    NOT NULL CHECK (decision IN ('granted', 'denied')),
     kind           TEXT    NOT NULL CHECK (kind IN ('approval', 'preauthorization')),
     approver_id    TEXT    NOT NULL,
@@ -146,7 +146,9 @@ CREATE TABLE approvals (
     FOREIGN KEY (tenant_id, proposal_id) REFERENCES proposals (tenant_id, proposal_id)
 ) WITHOUT ROWID;
 
-CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us);
+-- Only pre-authorizations are counted by kind (their budget): the index holds nothing else.
+CREATE INDEX approvals_by_kind ON approvals (tenant_id, kind, decided_us)
+    WHERE kind = 'preauthorization';
 
 CREATE INDEX approvals_by_proposal ON approvals (tenant_id, proposal_id, decided_us);
 
@@ -287,7 +289,8 @@ CREATE TABLE log_entries (
     tenant_id TEXT    NOT NULL,
     position  INTEGER NOT NULL CHECK (position >= 0),
     event_id  TEXT    NOT NULL UNIQUE REFERENCES audit_events (event_id),
-    leaf_hash TEXT    NOT NULL CHECK (length(leaf_hash) = 64),
+    leaf_hash DIGEST BLOB NOT NULL CHECK (length(leaf_hash) = 32
+                               OR typeof(leaf_hash) = 'text' AND length(leaf_hash) = 64),
     sealed_us INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, position)
 ) WITHOUT ROWID;

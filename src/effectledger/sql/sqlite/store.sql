@@ -35,6 +35,10 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_us INTEGER NOT NULL
 );
 
+-- name: migrations_applied
+-- The newest migration applied and how many are: a ledger missing one below the newest runs it.
+SELECT max(version), count(*) FROM schema_migrations;
+
 -- name: migration_done
 SELECT 1 FROM schema_migrations WHERE version = :version;
 
