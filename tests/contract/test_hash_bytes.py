@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 
 import effectledger.store.postgres_schema
-import effectledger.store.sqlite
+import effectledger.store.sqlite_schema
 from effectledger import Context, ManualClock, SimulatedReceiver, SubmitMode
 from effectledger.audit.export import export_log
 from effectledger.audit.sealer import LogSealer
@@ -82,7 +82,7 @@ def history(store_url: str, tmp_path: Path, clock: ManualClock) -> Iterator[Stor
 def _at_migration_14(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Create the store of ``url`` with the migrations up to 14 only, as the code before had."""
     with monkeypatch.context() as patch:
-        for module in (effectledger.store.sqlite, effectledger.store.postgres_schema):
+        for module in (effectledger.store.sqlite_schema, effectledger.store.postgres_schema):
             patch.setattr(
                 module, "migrations", lambda dialect: [m for m in migrations(dialect) if m[0] <= 14]
             )

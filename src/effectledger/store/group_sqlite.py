@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from effectledger.sql import load_statements
 from effectledger.store.batching import ALONE, HELD, GroupCommitter, Member
+from effectledger.store.sqlite_transaction import Transaction
 
 if TYPE_CHECKING:
     from effectledger.store.sqlite import SQLiteStore
@@ -28,8 +29,6 @@ class _Abandoned(Exception):
 
 def run_batch(store: SQLiteStore, members: list[Member[Any]]) -> bool:
     """Run ``members`` in one transaction and commit it; see :data:`batching.BatchRunner`."""
-    from effectledger.store.sqlite import _Transaction
-
     if getattr(store._local, "read_only", False):
         return _all_alone(members)  # each is refused alone, with the usual error
     connection = store._connection()
@@ -45,9 +44,7 @@ def run_batch(store: SQLiteStore, members: list[Member[Any]]) -> bool:
         for member in members:
             connection.execute(_GROUP["savepoint"])
             try:
-                member.value = member.body(
-                    _Transaction(connection, store._queries, store._compound)
-                )
+                member.value = member.body(Transaction(connection, store._queries, store._compound))
             except Exception:
                 if not connection.in_transaction:
                     raise _Abandoned from None

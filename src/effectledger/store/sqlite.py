@@ -27,11 +27,9 @@ from effectledger.errors import InvalidInput, StorageError, StorageReadOnly
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements
 from effectledger.store import sqlite_schema
-from effectledger.store.batching import on_off
-from effectledger.store.group_sqlite import committer
+from effectledger.store.batching import GroupCommitter, on_off
 from effectledger.store.hashes import storable
 from effectledger.store.retry import RetryBudget
-from effectledger.store.sqlite_copy import Tables
 from effectledger.store.sqlite_faults import (
     MAX_ATTEMPTS,
     connect,
@@ -41,6 +39,7 @@ from effectledger.store.sqlite_faults import (
     translate,
 )
 from effectledger.store.sqlite_schema import apply_migrations, check_existing, statements
+from effectledger.store.sqlite_transaction import Transaction
 
 __all__ = ["CACHE_KIB", "MAX_ATTEMPTS", "SQLiteStore"]
 
@@ -50,53 +49,6 @@ CACHE_KIB = 65536
 of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
 (docs/scaling.md, "A long history"). Memory is taken as pages are read, per connection (one
 per thread): ``cache_kib`` in the URL sets it."""
-
-
-class _Transaction:
-    __slots__ = ("_compound", "_connection", "_queries")
-
-    def tables(self) -> Tables:
-        """Whole-table access to this transaction, for moving a ledger to another store."""
-        return Tables(self._connection)
-
-    def __init__(
-        self,
-        connection: sqlite3.Connection,
-        queries: Mapping[str, str],
-        compound: Mapping[str, tuple[str, ...]],
-    ) -> None:
-        self._connection = connection
-        self._queries = queries
-        self._compound = compound
-
-    def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        params = storable(params)
-        steps = self._compound.get(name)
-        if steps is None:
-            row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
-            return row
-        # A query of several statements answers with its first one, run to its end first.
-        rows = self._connection.execute(steps[0], params).fetchall()
-        for statement in steps[1:]:
-            self._connection.execute(statement, params)
-        return rows[0] if rows else None
-
-    def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
-        params = storable(params)
-        return list(self._connection.execute(self._queries[name], params).fetchall())
-
-    def run(self, name: str, params: Mapping[str, Any]) -> int:
-        params = storable(params)
-        steps = self._compound.get(name)
-        if steps is None:
-            return self._connection.execute(self._queries[name], params).rowcount
-        count = 0
-        for statement in steps:  # a query of several statements counts its last one
-            count = self._connection.execute(statement, params).rowcount
-        return count
-
-    def queue(self, name: str, params: Mapping[str, Any]) -> None:
-        self.run(name, params)  # in process: nothing to save by waiting
 
 
 class SQLiteStore:
@@ -128,7 +80,11 @@ class SQLiteStore:
         self.busy_timeout_ms = busy_timeout_ms
         self.cache_kib = cache_kib
         self.max_attempts = max_attempts
-        self._group = committer(self) if on_off(group_commit) else None
+        self._group: GroupCommitter | None = None
+        if on_off(group_commit):  # loaded only when asked for: it reads this module's parts
+            from effectledger.store.group_sqlite import committer
+
+            self._group = committer(self)
         self._queries = load_queries("sqlite")
         self._own = load_statements("sqlite", "store.sql")
         # A named query of several statements (PostgreSQL writes it as one, with a CTE), or of
@@ -288,7 +244,7 @@ class SQLiteStore:
 
     def write(
         self,
-        body: Callable[[_Transaction], T],
+        body: Callable[[Transaction], T],
         *,
         label: str = "write",
         budget_s: float | None = None,
@@ -324,7 +280,7 @@ class SQLiteStore:
     def _write(
         self,
         connection: sqlite3.Connection,
-        body: Callable[[_Transaction], T],
+        body: Callable[[Transaction], T],
         retries: RetryBudget,
         rerun_on: tuple[type[Exception], ...],
     ) -> T:
@@ -339,7 +295,7 @@ class SQLiteStore:
                 # Spelled out rather than a context manager: this is every write's hot path.
                 connection.execute(begin)
                 try:
-                    result = body(_Transaction(connection, self._queries, self._compound))
+                    result = body(Transaction(connection, self._queries, self._compound))
                 except BaseException:
                     if connection.in_transaction:
                         connection.execute(rollback)
@@ -361,13 +317,13 @@ class SQLiteStore:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def read(self, body: Callable[[_Transaction], T]) -> T:
+    def read(self, body: Callable[[Transaction], T]) -> T:
         """Run ``body`` in a deferred (read) transaction: one consistent snapshot."""
         connection = self._connection()
         try:
             connection.execute(self._own["begin_read"])
             try:
-                return body(_Transaction(connection, self._queries, self._compound))
+                return body(Transaction(connection, self._queries, self._compound))
             finally:
                 if connection.in_transaction:
                     connection.execute(self._own["commit"])
