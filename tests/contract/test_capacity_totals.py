@@ -3,6 +3,7 @@ CLI, on both backends."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from effectledger import EffectLedger, SubmitMode
 from effectledger.authority.capacity import totals_mismatches_in
 from effectledger.cli import main
+from effectledger.sql import migrations
 from effectledger.store import open_store
 from tests.conftest import RAW_REFUSED, count_rows, raw_sql
 from tests.races.world import AGENT, REFUND_30, approver, build, close
@@ -66,9 +68,9 @@ def test_each_state_change_moves_the_pool_totals(service: EffectLedger, store_ur
 
 
 def test_migration_14_builds_the_totals_of_an_existing_ledger(
-    service: EffectLedger, store_url: str
+    service: EffectLedger, store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A ledger from before migration 14 gets totals equal to its operations' units."""
+    """A ledger from before migration 14 gets totals equal to its operations' units, and says so."""
     _mix(service)
     close(service)
     sqlite = store_url.startswith("sqlite:")
@@ -87,11 +89,26 @@ def test_migration_14_builds_the_totals_of_an_existing_ledger(
     raw_sql(store_url, "DELETE FROM schema_migrations WHERE version = 14")
     store = open_store(store_url, migrate=False)
     try:
-        assert store.migrate() == [14]
+        with caplog.at_level(logging.WARNING, logger="effectledger.store"):
+            assert store.migrate() == [14]
+        said = [r.getMessage() for r in caplog.records if r.name == "effectledger.store"]
+        assert len(said) == 1
+        assert said[0].startswith("applying schema migration 0014 (capacity_totals)")
         assert store.read(totals_mismatches_in) == []
     finally:
         store.close()
     assert _totals(store_url) == [("acme", "refunds", 30, 60, 30)]
+
+
+def test_a_new_ledger_is_created_without_a_migration_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Creating a ledger applies every migration without announcing one: only upgrades warn."""
+    with caplog.at_level(logging.WARNING, logger="effectledger.store"):
+        open_store(f"sqlite:///{tmp_path / 'new.db'}").close()
+    assert [r for r in caplog.records if r.name == "effectledger.store"] == []
+    applied = raw_sql(f"sqlite:///{tmp_path / 'new.db'}", "SELECT count(*) FROM schema_migrations")
+    assert applied == [(len(migrations("sqlite")),)]
 
 
 def test_capacity_check_finds_and_repairs_a_wrong_total(

@@ -9,6 +9,7 @@ may change lives in :mod:`effectledger.ledger`.
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -21,6 +22,7 @@ __all__ = [
     "Row",
     "Store",
     "Transaction",
+    "announce_migration",
     "open_store",
     "redact",
     "refuse_unstorable_text",
@@ -141,6 +143,17 @@ BACKENDS: dict[str, tuple[str, str, str | None]] = {
 }
 """URL scheme -> (module, store class, extra it needs): a new backend is one line here and
 one module beside this one (CONTRIBUTING.md, "Add a store backend"). Backends load lazily."""
+
+
+def announce_migration(log: logging.Logger, version: int, name: str) -> None:
+    """Say on the log (a warning: shown without any logging set up) that an existing ledger is
+    being migrated, since a migration that rebuilds tables takes minutes on a large one."""
+    log.warning(
+        "applying schema migration %04d (%s) to an existing ledger; on a large ledger this can "
+        "take minutes (docs/scaling.md)",
+        version,
+        name,
+    )
 
 
 def open_store(url: str, **options: Any) -> Store:

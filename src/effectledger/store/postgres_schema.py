@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import psycopg
@@ -10,11 +11,13 @@ from psycopg.rows import DictRow
 
 from effectledger.errors import InvalidInput, NotFound
 from effectledger.sql import load_queries, load_statements, migrations
+from effectledger.store import announce_migration
 from effectledger.store.postgres_errors import translate
 
 __all__ = ["check_existing", "migrate"]
 
 _Connect = Callable[[], psycopg.Connection[DictRow]]
+_log = logging.getLogger("effectledger.store")
 
 
 def migrate(connect: _Connect, *, create_schema: bool) -> list[int]:
@@ -25,6 +28,7 @@ def migrate(connect: _Connect, *, create_schema: bool) -> list[int]:
     """
     own = load_statements("postgres", "store.sql")
     applied: list[int] = []
+    existing: bool | None = None  # whether the ledger had a schema before this call
     try:
         with connect() as connection:
             # A long migration elsewhere is waited for, not given up on.
@@ -35,8 +39,13 @@ def migrate(connect: _Connect, *, create_schema: bool) -> list[int]:
                     if create_schema:
                         connection.execute(own["schema_create"])
                     connection.execute(own["migrations_create"])
+                    if existing is None:
+                        done = connection.execute(own["migration_done"], {"version": 1})
+                        existing = done.fetchone() is not None
                     if connection.execute(own["migration_done"], {"version": version}).fetchone():
                         continue
+                    if existing:  # an upgrade: say so, it may take a while
+                        announce_migration(_log, version, name)
                     connection.execute(script)  # no parameters: sent as one script
                     connection.execute(own["migration_record"], {"version": version, "name": name})
                 applied.append(version)

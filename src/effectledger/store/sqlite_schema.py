@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -10,9 +11,12 @@ from typing import Any
 
 from effectledger.errors import InvalidInput, NotFound, StorageError
 from effectledger.sql import migrations
+from effectledger.store import announce_migration
 from effectledger.store.sqlite_faults import is_busy, translate
 
 __all__ = ["apply_migrations", "check_existing", "statements", "up_to_date"]
+
+_log = logging.getLogger("effectledger.store")
 
 
 def up_to_date(connection: sqlite3.Connection, own: Mapping[str, str]) -> bool:
@@ -32,11 +36,14 @@ def apply_migrations(connection: sqlite3.Connection, own: Mapping[str, str]) -> 
     """
     applied: list[int] = []
     connection.execute(own["migrations_create"])
+    existing = connection.execute(own["migration_done"], {"version": 1}).fetchone() is not None
     for version, name, sql in migrations("sqlite"):
         connection.execute(own["begin_write"])
         try:
             done = connection.execute(own["migration_done"], {"version": version}).fetchone()
             if done is None:
+                if existing:  # an upgrade: say so, it may take a while
+                    announce_migration(_log, version, name)
                 for statement in statements(sql):
                     connection.execute(statement)
                 connection.execute(
