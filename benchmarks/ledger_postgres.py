@@ -177,6 +177,28 @@ _FLOOR = {
 }
 
 
+_FLOOR_COMMAND = '{"action":"send_support_reply","arguments":{"body":"Your refund is on its way.",'
+_FLOOR_COMMAND += '"recipient":"customer@example.com"},"contract_version":"reply-v1"}'
+
+
+def floor_params(tenant_id: str, operation_id: str) -> dict[str, object]:
+    """The parameters of one floor operation's statements (:data:`_FLOOR`), fresh random ids."""
+    return {
+        "t": tenant_id,
+        "o": operation_id,
+        "a": uuid.uuid4().hex,
+        "key": f"el-{uuid.uuid4().hex}",
+        "ref": f"approval/{operation_id}",
+        "command": _FLOOR_COMMAND,
+        "hash": uuid.uuid4().hex * 2,
+        "details": '{"fingerprint":"' + uuid.uuid4().hex * 2 + '","revision":"rev-1"}',
+        "now": time.time_ns() // 1000,
+        "e1": uuid.uuid4().hex,
+        "e2": uuid.uuid4().hex,
+        "e3": uuid.uuid4().hex,
+    }
+
+
 def floor_worker(
     url: str, folder: str, worker: int, count: int, start: Barrier, times: list[float]
 ) -> None:
@@ -185,26 +207,10 @@ def floor_worker(
     connection = psycopg.connect(conninfo)
     connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
     connection.commit()
-    command = '{"action":"send_support_reply","arguments":{"body":"Your refund is on its way.",'
-    command += '"recipient":"customer@example.com"},"contract_version":"reply-v1"}'
     start.wait()
     began, cpu = time.monotonic(), time.process_time()
     for index in range(count):
-        operation_id = f"w{worker}-op-{index}"
-        params = {
-            "t": f"tenant-{worker % 4}",
-            "o": operation_id,
-            "a": uuid.uuid4().hex,
-            "key": f"el-{uuid.uuid4().hex}",
-            "ref": f"approval/{operation_id}",
-            "command": command,
-            "hash": uuid.uuid4().hex * 2,
-            "details": '{"fingerprint":"' + uuid.uuid4().hex * 2 + '","revision":"rev-1"}',
-            "now": time.time_ns() // 1000,
-            "e1": uuid.uuid4().hex,
-            "e2": uuid.uuid4().hex,
-            "e3": uuid.uuid4().hex,
-        }
+        params = floor_params(f"tenant-{worker % 4}", f"w{worker}-op-{index}")
         for step in ("admit", "claim", "record"):
             for statement in _FLOOR[step]:
                 connection.execute(statement, params)

@@ -48,11 +48,11 @@ GROUPS = (
 
 
 class Bench:
-    """A service with one registered refund action on two fresh files."""
+    """A service with one registered refund action: the ledger at ``url``, a receiver file."""
 
-    def __init__(self, folder: Path, synchronous: str) -> None:
-        self.store = open_store(f"sqlite:///{folder / 'ledger.db'}?synchronous={synchronous}")
-        self.receiver = SimulatedReceiver(folder / "receiver.db", synchronous=synchronous)
+    def __init__(self, url: str, receiver: Path, synchronous: str) -> None:
+        self.store = open_store(url)
+        self.receiver = SimulatedReceiver(receiver, synchronous=synchronous)
         destination = DestinationRef(
             account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
         )
@@ -192,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="effectledger-profile-"))
     try:
-        bench = Bench(folder, args.synchronous)
+        sync = args.synchronous
+        bench = Bench(
+            f"sqlite:///{folder / 'ledger.db'}?synchronous={sync}", folder / "receiver.db", sync
+        )
         bench.perform(bench.approved(200))  # warm up
         ready = bench.approved(args.performs)
         started = time.process_time()

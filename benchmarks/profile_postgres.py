@@ -35,16 +35,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from ledger_postgres import _FLOOR
+from ledger_postgres import _FLOOR, floor_params
+from profile_perform import Bench
 from psycopg import sql
 
-from effectledger import Context, DestinationRef, EffectLedger, OperationState, SimulatedReceiver
-from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.ledger import Ledger
-from effectledger.store import open_store
-
-AGENT = Context(tenant_id="acme", actor_id="agent")
-APPROVER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
 GROUPS = (
     ("driver (psycopg, its pool)", ("psycopg",)),
     ("receiver (SQLite)", ("sqlite3.", "destinations/simulated.py")),
@@ -52,42 +46,6 @@ GROUPS = (
     ("canonical encoding", ("canonical.py", "encoder.py", "record.py", "chain.py")),
     ("validation", ("validate", "refuse_unstorable", "integrity.py", "__post_init__")),
 )
-COMMAND = '{"action":"send_support_reply","arguments":{"body":"Your refund is on its way.",'
-COMMAND += '"recipient":"customer@example.com"},"contract_version":"reply-v1"}'
-
-
-class Bench:
-    """A service with one registered refund action, its ledger in a fresh schema."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.store = open_store(url)
-        self.receiver = SimulatedReceiver(folder / "receiver.db", synchronous="OFF")
-        destination = DestinationRef(
-            account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
-        )
-        self.service = EffectLedger(Ledger(self.store), destinations=[self.receiver])
-        self.service.register(
-            refund_action(orders=OrderBook(), destination=destination), self.receiver
-        )
-        self.made = 0
-
-    def approved(self, count: int) -> list[tuple[str, str]]:
-        """``count`` proposals approved and ready to perform."""
-        ready = []
-        for _ in range(count):
-            self.made += 1
-            arguments = {"order_id": f"ord-{self.made}", "amount_minor": 30, "currency": "EUR"}
-            proposal = self.service.propose(AGENT, "refund_order", arguments)
-            approval = self.service.approve(APPROVER, proposal.proposal_id, digest=proposal.digest)
-            ready.append((proposal.proposal_id, approval.approval_id))
-        return ready
-
-    def perform(self, ready: list[tuple[str, str]]) -> None:
-        """Perform each of ``ready`` once; stop at one that does not succeed."""
-        for proposal_id, approval_id in ready:
-            result = self.service.perform(AGENT, proposal_id, approval=approval_id)
-            if result.state is not OperationState.SUCCEEDED:  # pragma: no cover - a broken run
-                raise SystemExit(f"perform of {proposal_id} ended {result.state}")
 
 
 def floor_cpu_us(conninfo: str, schema: str, count: int, offset: int) -> float:
@@ -97,21 +55,7 @@ def floor_cpu_us(conninfo: str, schema: str, count: int, offset: int) -> float:
         connection.commit()
         started = time.process_time()
         for index in range(offset, offset + count):
-            operation_id = f"floor-op-{index}"
-            params = {
-                "t": "tenant-floor",
-                "o": operation_id,
-                "a": uuid.uuid4().hex,
-                "key": f"el-{uuid.uuid4().hex}",
-                "ref": f"approval/{operation_id}",
-                "command": COMMAND,
-                "hash": uuid.uuid4().hex * 2,
-                "details": '{"fingerprint":"' + uuid.uuid4().hex * 2 + '","revision":"rev-1"}',
-                "now": time.time_ns() // 1000,
-                "e1": uuid.uuid4().hex,
-                "e2": uuid.uuid4().hex,
-                "e3": uuid.uuid4().hex,
-            }
+            params = floor_params("tenant-floor", f"floor-op-{index}")
             for step in ("admit", "claim", "record"):
                 for statement in _FLOOR[step]:
                     connection.execute(statement, params)
@@ -173,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     conninfo = urlunsplit(parts._replace(query=urlencode(parse_qsl(parts.query))))
     url = urlunsplit(parts._replace(query=urlencode([*parse_qsl(parts.query), ("schema", schema)])))
     folder = Path(tempfile.mkdtemp(prefix="effectledger-profile-"))
-    bench = Bench(url, folder)
+    bench = Bench(url, folder / "receiver.db", "OFF")
     try:
         bench.perform(bench.approved(50))  # warm up: pool, prepared statements
         floor_cpu_us(conninfo, schema, 50, 0)
