@@ -2,7 +2,7 @@
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/api_replay.py [--dir DIR] [--replays N] [--rounds N]
+    .venv/bin/python benchmarks/api_replay.py [--dir DIR] [--replays N] [--rounds N] [--calls]
 
 One operation is proposed, approved and performed (SUCCEEDED) through
 :func:`effectledger.connect`, on a SQLite file with the default pragmas. Then, in each of
@@ -18,14 +18,22 @@ One operation is proposed, approved and performed (SUCCEEDED) through
 It prints, per path, the median over rounds of the p50 and p99 latency (µs) and of the bytes
 tracemalloc sees allocated at peak per call, and the facade's p50 as a multiple of the
 executor's and of the raw read. Progress goes to stderr.
+
+With ``--calls`` it prints instead, per path, the Python function calls one call makes as
+cProfile counts them (builtins included, the path's own function not): a figure that does not
+depend on the machine (``tests/acceptance/test_benchmarks.py`` asserts it). Run it in a
+process that has set no OpenTelemetry provider, as a benchmark is: with one, every perform
+also records its span and counters.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import os
 import platform
+import pstats
 import shutil
 import sqlite3
 import statistics
@@ -78,6 +86,27 @@ def latency(call: Callable[[], object], count: int) -> tuple[float, float]:
         samples.append((clock() - started) / 1000)
     samples.sort()
     return percentile(samples, 0.50), percentile(samples, 0.99)
+
+
+CALLS_PER_REPLAY_TARGET = 40
+"""Python function calls per repeated ``EffectLedger.perform`` at most (issue 31's target)."""
+
+
+def calls_per_call(call: Callable[[], object], count: int = 200) -> float:
+    """Python function calls (cProfile's count, builtins included) made per ``call()``.
+
+    The calls of ``call`` itself are not counted (it is the benchmark's wrapper), nor the
+    profiler's own ``disable``. A warm-up comes first, so caches filled on first use are full.
+    """
+    for _ in range(20):
+        call()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(count):
+        call()
+    profile.disable()
+    stats = pstats.Stats(profile)
+    return (stats.total_calls - count - 1) / count
 
 
 def allocated(call: Callable[[], object], count: int) -> float:
@@ -139,10 +168,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replays", type=int, default=5000, help="timed calls per path/round")
     parser.add_argument("--allocations", type=int, default=500, help="traced calls per path/round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument(
+        "--calls", action="store_true", help="print Python calls per call of each path instead"
+    )
     args = parser.parse_args(argv)
     folder = args.dir or Path(tempfile.mkdtemp(prefix="effectledger-api-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     paths, close = build(folder)
+    if args.calls:
+        try:
+            for name, call in paths.items():
+                print(f"{name}: {calls_per_call(call):.1f} calls")
+        finally:
+            close()
+            if args.dir is None:
+                shutil.rmtree(folder, ignore_errors=True)
+        return 0
     p50s: dict[str, list[float]] = {name: [] for name in paths}
     p99s: dict[str, list[float]] = {name: [] for name in paths}
     allocations: dict[str, list[float]] = {name: [] for name in paths}

@@ -53,8 +53,9 @@ from effectledger import (
     SimulatedReceiver,
 )
 from effectledger.callers.dispatch_tool import DispatchTool
+from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
 from effectledger.examples.refunds import OrderBook, refund_action
-from effectledger.ledger import Ledger
+from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.sql import schema
 from effectledger.store import open_store
 from effectledger.workers import Executor
@@ -208,7 +209,10 @@ class PerformLifecycle:
             account_id=self.receiver.account_id, endpoint=self.receiver.endpoint
         )
         action = refund_action(orders=OrderBook(), destination=destination)
-        self.service = EffectLedger(Ledger(self.store), destinations=[self.receiver])
+        # A trail key, as every ledger that migrate or connect() makes holds one by default.
+        keys = TrailKeys(TrailKey.from_key_string(new_trail_key()))
+        ledger = Ledger(self.store, settings=LedgerSettings(trail_keys=keys))
+        self.service = EffectLedger(ledger, destinations=[self.receiver])
         self.service.register(action, self.receiver)
         self.ready: dict[int, tuple[str, str]] = {}
 

@@ -23,7 +23,10 @@ figure: what was measured, its floor, their ratio, the goal and whether it was m
   operation after another (``group_commit.py``: SQLite's 4-commit floor, PostgreSQL's psycopg
   floor in one process).
 * **replay p50**: a repeated perform of a SUCCEEDED operation (the service call and the bare
-  executor) against a raw ``sqlite3`` read of the operation's row by key.
+  executor) against a raw ``sqlite3`` read of the operation's row by key, and the service call
+  against the executor's replay.
+* **calls per replay**: the Python function calls one repeated ``EffectLedger.perform`` makes,
+  counted by cProfile (``api_replay.calls_per_call``): deterministic, whatever the machine.
 
 The machine may be shared: every side is measured in the same run, in alternating blocks or
 runs, and each ratio is the best of the rounds (``--quick``: 3 rounds for SQLite, 2 runs per
@@ -65,6 +68,10 @@ SETTINGS = {
         "group_ops": 480,
     },
 }
+
+
+REPLAY_OVER_EXECUTOR = 1.3
+"""A repeated ``EffectLedger.perform`` at most this many times the executor's replay (p50)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,7 @@ def replay_figures(replays: int, rounds: int) -> list[Figure]:
     paths, close = api_replay.build(folder)
     rows: list[dict[str, float]] = []
     try:
+        calls = {name: api_replay.calls_per_call(paths[name]) for name in paths}
         for _ in range(rounds):
             rows.append(
                 {name: api_replay.latency(call, replays)[0] for name, call in paths.items()}
@@ -175,6 +183,29 @@ def replay_figures(replays: int, rounds: int) -> list[Figure]:
                 mine <= ledger_sqlite.REPLAY_P50_TARGET_US,
             )
         )
+    best = min(rows, key=lambda row: row["service perform"] / row["executor replay"])
+    mine, executor = best["service perform"], best["executor replay"]
+    figures.append(
+        Figure(
+            "replay p50, EffectLedger.perform / executor",
+            f"{mine:.1f} µs",
+            f"{executor:.1f} µs",
+            mine / executor,
+            f"<= {REPLAY_OVER_EXECUTOR}x",
+            mine / executor <= REPLAY_OVER_EXECUTOR,
+        )
+    )
+    mine = calls["service perform"]
+    figures.append(
+        Figure(
+            "Python calls per replay, EffectLedger.perform",
+            f"{mine:.0f} calls",
+            f"{calls['executor replay']:.0f} (executor)",
+            mine / calls["executor replay"],
+            f"<= {api_replay.CALLS_PER_REPLAY_TARGET} calls",
+            mine <= api_replay.CALLS_PER_REPLAY_TARGET,
+        )
+    )
     return figures
 
 

@@ -7,7 +7,8 @@ Run it from the repository root::
 It prints:
 
 1. per event, in µs: writing and checking a trail tag (HMAC-SHA256 of the event hash, what the
-   ledger does), signing and verifying the same message with Ed25519 (the alternative), beside
+   ledger does), signing and verifying the same message with Ed25519 (the alternative), the
+   claim's comparison of the row's key and destination with its admission's, beside
    the floor measured in the same run: one SHA-256 of an event's canonical bytes, which every
    event already costs;
 2. ``EffectLedger.perform`` of approved refunds on SQLite with and without a trail key, in
@@ -40,6 +41,7 @@ from effectledger import (
 from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger
+from effectledger.ledger.integrity import _check_admitted_delivery
 from effectledger.store import open_store
 
 TARGET_SHARE = 0.05
@@ -56,6 +58,21 @@ EVENT_BYTES = (
     b'"operation_id":"op-1","prev_hash":"' + b"ef" * 32 + b'","recorded_us":1767225600000000,'
     b'"sequence":4,"tenant_id":"acme"}'
 )
+
+
+ADMITTED = {
+    "revision": "r1",
+    "fingerprint": "ab" * 32,
+    "idempotency_key": "el-" + "cd" * 16,
+    "destination_account": "acct-1",
+    "destination_endpoint": "refunds",
+}
+ADMITTED_ROW = {
+    "operation_id": "op-1",
+    "idempotency_key": ADMITTED["idempotency_key"],
+    "destination_account": "acct-1",
+    "destination_endpoint": "refunds",
+}
 
 
 def per_call_us(call: Callable[[], object], count: int) -> float:
@@ -86,6 +103,9 @@ def unit_costs(count: int) -> dict[str, float]:
         "Ed25519 sign (write)": per_call_us(lambda: signer.sign(message), count // 10),
         "Ed25519 verify (claim)": per_call_us(
             lambda: public.verify(signature, message), count // 10
+        ),
+        "admitted key and destination (claim)": per_call_us(
+            lambda: _check_admitted_delivery(ADMITTED_ROW, ADMITTED), count
         ),
     }
 

@@ -25,12 +25,16 @@ from effectledger import (
     Operation,
     SimulatedReceiver,
 )
+from effectledger.keyfiles import KEY_DIR_ENV
 from effectledger.ledger import Ledger
 from effectledger.store import Store, open_store
 
 POSTGRES_URL_VARIABLE = "EFFECTLEDGER_TEST_POSTGRES_URL"
 GROUP_COMMIT_VARIABLE = "EFFECTLEDGER_TEST_GROUP_COMMIT"
 """Set to ``on``, every store URL the fixtures make turns group commit on (both backends)."""
+POOLER_VARIABLE = "EFFECTLEDGER_TEST_POOLER"
+"""Set to ``transaction`` when the PostgreSQL URL names a PgBouncer in transaction mode: every
+PostgreSQL store URL the fixtures make says ``pooler=transaction``."""
 BACKENDS = ("sqlite", "postgres")
 _BACKEND_PARAMS = [
     pytest.param(name, id=name, marks=[pytest.mark.postgres] if name == "postgres" else [])
@@ -91,9 +95,12 @@ def make_store_url(backend: str, tmp_path: Path) -> str:
         base = require_postgres()
         schema = postgres_schema(tmp_path)
         _created_schemas.add(schema)
+        options = {"schema": schema}
         if grouped:
-            return with_options(base, schema=schema, group_commit="on")
-        return with_options(base, schema=schema)
+            options["group_commit"] = "on"
+        if os.environ.get(POOLER_VARIABLE):
+            options["pooler"] = os.environ[POOLER_VARIABLE]
+        return with_options(base, **options)
     raise AssertionError(f"unknown backend {backend}")  # pragma: no cover
 
 
@@ -129,17 +136,26 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def use_key_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A PostgreSQL ledger keeps its keys in the configured key directory: one per test."""
+    monkeypatch.setenv(KEY_DIR_ENV, str(tmp_path / "ledger-keys"))
+
+
 @pytest.fixture
-def store_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    """The URL of a fresh, empty ledger store, once per backend."""
+def store_url(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The URL of a fresh, empty ledger store, once per backend (a PostgreSQL one with its
+    key directory configured, as ``connect`` requires)."""
+    if backend == "postgres":
+        use_key_directory(monkeypatch, tmp_path)
     yield make_store_url(backend, tmp_path)
     if backend == "postgres":
         drop_postgres_schema(postgres_schema(tmp_path))
 
 
 @pytest.fixture
-def postgres_url(tmp_path: Path) -> Iterator[str]:
+def postgres_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh PostgreSQL store URL, for tests of what only a networked database can do."""
+    use_key_directory(monkeypatch, tmp_path)
     yield make_store_url("postgres", tmp_path)
     drop_postgres_schema(postgres_schema(tmp_path))
 
@@ -235,10 +251,11 @@ def run_sql(
     parts = urlsplit(store_url)
     query = dict(parse_qsl(parts.query))
     schema = query.pop("schema")
-    query.pop("group_commit", None)  # a store option, not libpq's
+    for option in ("group_commit", "pooler"):  # the store's options, not libpq's
+        query.pop(option, None)
     base = urlunsplit(parts._replace(query=urlencode(query)))
-    with psycopg.connect(base) as connection:
-        connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
+    with psycopg.connect(base) as connection:  # one transaction: safe behind a pooler too
+        connection.execute("SELECT set_config('search_path', %s, true)", (schema,))
         cursor = connection.execute(statement.replace("?", "%s").encode(), params)
         return list(cursor.fetchall()) if cursor.description else []
 

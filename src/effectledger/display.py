@@ -1,35 +1,160 @@
 """Text that came from outside (a destination's reply, a stored reference) made safe to show.
 
 A terminal obeys control characters: a carriage return rewrites the line already shown, an ANSI
-escape recolours or hides text, a lone surrogate cannot even be encoded. Everything effectledger
-prints or explains goes through :func:`printable`; everything it stores as a reference must pass
-:func:`unprintable` first.
+escape recolours or hides text, a lone surrogate cannot even be encoded. A browser obeys bidi
+controls: a U+202E makes ``gnp.exe`` read ``exe.png``; a zero-width space splits a word nobody
+sees split. Everything effectledger shows a person (the desk, notifications, the command line,
+its explanations) goes through :func:`reveal`, which makes each such character visible as
+``⟨U+202E⟩`` and says it did; everything it stores as a reference must pass :func:`unprintable`
+first.
 """
 
 from __future__ import annotations
 
-__all__ = ["printable", "unprintable"]
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MARK",
+    "Revealed",
+    "hidden_in",
+    "json_to_reveal",
+    "printable",
+    "reveal",
+    "unprintable",
+]
+
+MARK = re.compile(r"\u27e8U\+[0-9A-F]{4,6}\u27e9")
+"""One character :func:`reveal` made visible, as it shows it: ``⟨U+202E⟩``.
+
+In revealed text every match is a character that was made visible, never text that looked like
+one: a ``⟨`` in the original is itself shown as ``⟨U+27E8⟩``.
+"""
+
+_OPEN = "\u27e8"  # ⟨, the start of every mark: shown escaped itself so no text can fake a mark
+
+# Default-ignorable code points Python counts as printable (Unicode's DerivedCoreProperties):
+# Hangul fillers, the combining grapheme joiner, Khmer and Mongolian inherent vowels and
+# variation selectors, and the variation selectors that can smuggle data after any character.
+_IGNORABLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
 
 
-def _escape(char: str) -> str:
+def _hidden(char: str) -> bool:
+    """True for a character a reader cannot see as itself (or that would start a fake mark)."""
+    if char == _OPEN:
+        return True
+    if not char.isprintable():  # Cc, Cf (bidi controls, zero-width), Zl, Zp, Zs but " ", Cs, Co, Cn
+        return True
     code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
+    return any(low <= code <= high for low, high in _IGNORABLE)
+
+
+def _mark(char: str) -> str:
+    return f"\u27e8U+{ord(char):04X}\u27e9"
+
+
+@dataclass(frozen=True, slots=True)
+class Revealed:
+    """Text as a person may be shown it, and the characters that had to be made visible.
+
+    ``text`` shows every hidden character as a mark (``⟨U+202E⟩``, see :data:`MARK`);
+    ``code_points`` names each distinct one (``"U+202E"``) in order of first appearance.
+    """
+
+    text: str
+    code_points: tuple[str, ...]
+
+    @property
+    def flagged(self) -> bool:
+        """True when anything was made visible: the text is not what it would seem."""
+        return bool(self.code_points)
+
+
+def reveal(text: str) -> Revealed:
+    """``text`` with every character a reader cannot see as itself made visible, and which.
+
+    Bidi controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C), zero-width characters
+    (U+200B-U+200D, U+2060, U+FEFF), every other format (Cf) and control (Cc) character, line
+    and paragraph separators, spaces other than U+0020, surrogates, private-use and unassigned
+    code points, and default-ignorable fillers and variation selectors become ``⟨U+XXXX⟩``; so
+    does ``⟨`` itself, so a mark can never be faked. The result is always encodable as UTF-8,
+    shows on one line, and reads left to right as stored. The desk, the notifications and the
+    command line all show model-derived text through this function.
+    """
+    if text.isprintable() and _OPEN not in text and not _any_ignorable(text):
+        return Revealed(text, ())  # the common case, decided mostly in C
+    shown: list[str] = []
+    found: dict[str, None] = {}
+    for char in text:
+        if _hidden(char):
+            mark = _mark(char)
+            shown.append(mark)
+            found.setdefault(mark[1:-1], None)
+        else:
+            shown.append(char)
+    return Revealed("".join(shown), tuple(found))
+
+
+def _any_ignorable(text: str) -> bool:
+    if text.isascii():
+        return False
+    return any(low <= ord(char) <= high for char in text for low, high in _IGNORABLE)
+
+
+def hidden_in(value: object) -> tuple[str, ...]:
+    """The distinct code points :func:`reveal` would flag anywhere in ``value``: a string, or
+    the keys and values of mappings and the items of lists and tuples within it, at any depth."""
+    found: dict[str, None] = {}
+    for text in _strings(value):
+        for code in reveal(text).code_points:
+            found.setdefault(code, None)
+    return tuple(found)
+
+
+def _strings(value: object) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def json_to_reveal(value: Any) -> str:
+    """``value`` as JSON a person reads, its strings' characters left as they are for
+    :func:`reveal` to show (``json.dumps`` would turn a U+0007 into ``\\u0007``, which reads
+    as six ordinary characters and is never flagged). Only ``"`` and ``\\`` are escaped, keys
+    are sorted; reveal the result exactly once."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, Mapping):
+        items = sorted(value.items(), key=lambda item: str(item[0]))
+        inner = ", ".join(f"{json_to_reveal(str(k))}: {json_to_reveal(v)}" for k, v in items)
+        return "{" + inner + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(json_to_reveal(item) for item in value) + "]"
+    return json.dumps(value)
 
 
 def printable(text: str) -> str:
-    """``text`` with every character a terminal would act on shown as a visible escape.
-
-    Control characters (C0, C1, DEL), line and paragraph separators, format characters (bidi
-    overrides among them), surrogates and unassigned code points become ``\\xNN``, ``\\uNNNN``
-    or ``\\UNNNNNNNN``; the result is always encodable as UTF-8 and shows on one line.
-    """
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else _escape(char) for char in text)
+    """``text`` as the command line prints it: :func:`reveal`'s text (``⟨U+001B⟩`` for an
+    escape, ``⟨U+202E⟩`` for a bidi override); always encodable as UTF-8, on one line."""
+    return reveal(text).text
 
 
 def unprintable(text: str) -> str | None:

@@ -3,7 +3,12 @@
 Telemetry is not the ledger: the audit trail is the record, and these signals only tell the
 tools operators already run what is happening. The library depends on ``opentelemetry-api``
 alone, imported on first use; without it, or until the application sets a tracer provider,
-no span is started (it would record nothing). No exporter is set up
+no span is started (it would record nothing), and until it sets a meter provider no counter is
+added to. Whether a provider is set is decided once per provider, not per call: at first use
+the API's own lookup runs once (so a provider named by ``OTEL_PYTHON_TRACER_PROVIDER`` or
+``OTEL_PYTHON_METER_PROVIDER`` is loaded then), and from then on each call reads the global
+that ``set_tracer_provider`` / ``set_meter_provider`` fill, without a function call, until one
+is set (a provider, once set, is final). No exporter is set up
 here: spans and metrics go where the application's own OpenTelemetry SDK sends them, and
 nowhere without one.
 
@@ -42,6 +47,7 @@ __all__ = [
     "correlation_attributes",
     "count",
     "outcome_of",
+    "quiet",
     "register_gauges",
     "span",
 ]
@@ -91,14 +97,81 @@ def _tracer() -> Any:
     return _api().trace.get_tracer(SCOPE)
 
 
-def _silent(api: Any) -> bool:
-    """Whether no tracer provider is set (yet): every span would record nothing, so none is made.
+class _Providers:
+    """What the first use found for each side, tracing and metrics: ``True`` (a provider is
+    set: record), ``False`` (never records: no API, or a no-op tracer provider was set), or the
+    API module whose global (``_TRACER_PROVIDER``, ``_METER_PROVIDER``) stays ``None`` until the
+    application sets one: read on each call, without a function call, until it is set."""
 
-    Checked on every call, so spans start as soon as the application sets its provider.
-    """
+    __slots__ = ("metrics", "trace")
+
+    def __init__(self, trace: Any, metrics: Any) -> None:
+        self.trace = trace
+        self.metrics = metrics
+
+
+_PROVIDERS: _Providers | None = None
+"""Filled at first use by :func:`_providers`."""
+
+
+def _providers() -> _Providers:
+    """The first use: import the API, run its provider lookups once, keep what they found."""
+    global _PROVIDERS
+    api = _api()
+    if api is None:
+        _PROVIDERS = _Providers(False, False)
+        return _PROVIDERS
+    # An API that keeps its providers elsewhere (``True`` below) gets the recorded path on
+    # every call, and decides itself.
+    trace: Any = True
+    if _silent(api):  # loads a provider the environment names, once
+        held = getattr(api.trace, "_TRACER_PROVIDER", True)
+        trace = api.trace if held is None else held is True  # else a no-op provider was set
+    api.metrics.get_meter_provider()  # the same for metrics
+    internal = getattr(api.metrics, "_internal", None)
+    metrics: Any = internal if getattr(internal, "_METER_PROVIDER", True) is None else True
+    _PROVIDERS = _Providers(trace, metrics)
+    return _PROVIDERS
+
+
+def _silent(api: Any) -> bool:
+    """Whether the API's own lookup finds no tracer provider set: a span would record nothing."""
     trace = api.trace
     return isinstance(
         trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    )
+
+
+def _tracing_silent() -> bool:
+    found = _PROVIDERS or _providers()
+    trace = found.trace
+    if trace is True or trace is False:
+        return not trace
+    if trace._TRACER_PROVIDER is None:
+        return True
+    found.trace = not _silent(_api())  # set now, and final: look no more
+    return not found.trace
+
+
+def _metrics_silent() -> bool:
+    found = _PROVIDERS or _providers()
+    metrics = found.metrics
+    if metrics is True or metrics is False:
+        return not metrics
+    if metrics._METER_PROVIDER is None:
+        return True
+    found.metrics = True
+    return False
+
+
+def quiet() -> bool:
+    """Whether nothing :func:`span` or :func:`count` does would record now: no API, or neither
+    a tracer nor a meter provider set. A hot path skips its telemetry altogether then (a replay
+    pays this one call); the answer changes as soon as the application sets a provider."""
+    found = _PROVIDERS or _providers()
+    trace, metrics = found.trace, found.metrics
+    return (trace is False or (trace is not True and trace._TRACER_PROVIDER is None)) and (
+        metrics is False or (metrics is not True and metrics._METER_PROVIDER is None)
     )
 
 
@@ -126,10 +199,10 @@ def span(step: str, **attributes: Attribute | None) -> AbstractContextManager[Sp
     """A span ``effectledger.<step>`` around the block, with ``attributes`` (``None`` left out).
 
     An exception leaving the block is recorded on the span and sets its status to error.
-    Without a tracer provider the block costs one check (see :func:`_silent`).
+    Without a tracer provider the block costs one read of the API's global (see the module
+    docstring).
     """
-    api = _api()
-    if api is None or _silent(api):
+    if _tracing_silent():
         return _SILENT_BLOCK
     return _recorded(step, attributes)
 
@@ -162,8 +235,12 @@ def _counter(name: str) -> Any:
 
 
 def count(name: str, amount: int = 1, **attributes: Attribute) -> None:
-    """Add ``amount`` to the counter ``effectledger.<name>`` with ``attributes``."""
-    if amount and _api() is not None:
+    """Add ``amount`` to the counter ``effectledger.<name>`` with ``attributes``.
+
+    Nothing is done until a meter provider is set: the API's counters made before then add
+    nothing either (they forward only what is added after the provider is set).
+    """
+    if amount and not _metrics_silent():
         _counter(name).add(amount, {_key(k): v for k, v in attributes.items()})
 
 

@@ -1,7 +1,9 @@
-"""Every benchmark script still starts: its imports resolve and it prints its usage."""
+"""Every benchmark script still starts (its imports resolve, it prints its usage), and the
+deterministic counts the benchmarks report stay within their targets."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,9 @@ from pathlib import Path
 import pytest
 
 FOLDER = Path(__file__).resolve().parents[2] / "benchmarks"
+CALLS_PER_REPLAY_TARGET = 40
+"""Issue 31's target, the same figure as ``benchmarks/api_replay.py``'s (which is not a
+package this test may import)."""
 BENCHMARKS = sorted(path for path in FOLDER.glob("*.py") if path.name != "allocation.py")
 """Every script; ``allocation.py`` is the helper they import, not a benchmark."""
 
@@ -32,3 +37,37 @@ def test_a_benchmark_starts(script: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "usage" in done.stdout
+
+
+def _calls_per_replay(tmp_path: Path) -> dict[str, float]:
+    """``api_replay.py --calls`` in a process of its own: no OpenTelemetry provider is set
+    there (as in a benchmark, whatever this test process's other tests set)."""
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("OTEL_")
+    }
+    done = subprocess.run(
+        [sys.executable, str(FOLDER / "api_replay.py"), "--calls", "--dir", str(tmp_path)],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    counts: dict[str, float] = {}
+    for line in done.stdout.splitlines():
+        name, _, figure = line.partition(": ")
+        counts[name] = float(figure.removesuffix(" calls"))
+    return counts
+
+
+def test_a_replay_makes_at_most_forty_python_calls(tmp_path: Path) -> None:
+    """A repeated ``EffectLedger.perform`` of a SUCCEEDED operation, through the service call
+    and the facade, makes at most 40 Python function calls as cProfile counts them (a count,
+    not a time: the same on every machine), and no more than the executor's own replay."""
+    counts = _calls_per_replay(tmp_path)
+    assert set(counts) == {"raw point read", "executor replay", "service perform", "facade perform"}
+    for path in ("service perform", "facade perform"):
+        assert counts[path] <= CALLS_PER_REPLAY_TARGET, counts
+        assert counts[path] <= counts["executor replay"], counts

@@ -13,20 +13,17 @@ from effectledger.ledger import Ledger
 from effectledger.sql import migrations
 from tests.conftest import admit, run_sql
 
-_ENV = {
-    **{name: value for name, value in os.environ.items() if name != "EFFECTLEDGER_DB"},
-    "COLUMNS": "200",
-}
-
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    # Read when called: a PostgreSQL fixture names the test's key directory in the environment.
+    env = {name: value for name, value in os.environ.items() if name != "EFFECTLEDGER_DB"}
     return subprocess.run(
         [sys.executable, "-m", "effectledger.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        env=_ENV,
+        env={**env, "COLUMNS": "200"},
     )
 
 
@@ -76,7 +73,13 @@ def test_every_command_that_touches_a_store_takes_db(command: list[str]) -> None
 @pytest.mark.postgres
 def test_unreachable_database_is_reported_with_its_code(postgres_url: str) -> None:
     """A PostgreSQL URL nobody answers ends the command with exit 1 and a coded error."""
-    failed = _cli("migrate", "--db", "postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
+    failed = _cli(
+        "migrate",
+        "--db",
+        "postgresql://postgres@127.0.0.1:1/test?connect_timeout=2",
+        "--key-dir",
+        os.environ["EFFECTLEDGER_KEY_DIR"],
+    )
 
     assert failed.returncode == 1
     assert "error [storage]" in failed.stderr

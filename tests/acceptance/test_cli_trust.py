@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -15,9 +16,11 @@ import psycopg
 import pytest
 
 from effectledger import Context, LedgerSettings, OperationState, SimulatedReceiver, SubmitMode
+from effectledger.app.protection import find_keys
 from effectledger.audit.keys import new_key_pair, write_signer_key
 from effectledger.cli import main
 from effectledger.cli.output import printable
+from effectledger.keyfiles import KEY_DIR_ENV
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from effectledger.workers import Executor
@@ -57,7 +60,10 @@ def _key_file(folder: Path, name: str = "signer") -> Path:
 
 def _uncertain_operation(url: str, receiver_path: Path) -> None:
     store = open_store(url)
-    ledger = Ledger(store, settings=LedgerSettings(recover_after=timedelta(0)))
+    # The application tags its events with the trail key ``migrate`` made, as ``recover`` does.
+    keys = find_keys(store, url, key_dir=os.environ.get(KEY_DIR_ENV))
+    settings = LedgerSettings(recover_after=timedelta(0), trail_keys=keys.trail_keys)
+    ledger = Ledger(store, settings=settings)
     receiver = SimulatedReceiver(receiver_path, submit_mode=SubmitMode.ACCEPT_THEN_LOSE_REPLY)
     context = Context(tenant_id="acme", actor_id="alice")
     admit(ledger, context, receiver)
@@ -250,15 +256,15 @@ def test_stored_control_characters_never_reach_the_terminal(
         assert main(args) == 0, args
         out = capsys.readouterr().out
         assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F for c in out), args
-        assert "\\x1b" in out or "\\u001b" in out, args
+        assert "\u27e8U+001B\u27e9" in out or "\\u001b" in out, args
     shown = json.loads(out)["operations"][0]["provider_reference"]
     assert shown.startswith("rcpt-\x1b[2J")  # JSON keeps the value, escaped on the wire
 
 
 def test_printable_escapes_controls_and_lone_surrogates() -> None:
-    """C0, DEL, C1 and lone surrogates become visible escapes; other text is unchanged."""
+    """C0, DEL, C1 and lone surrogates become visible marks; other text is unchanged."""
     escaped = printable("ok é ✓ \x1b[31m\x07\x7f\x85\udc80")
-    assert escaped == "ok é ✓ \\x1b[31m\\x07\\x7f\\x85\\udc80"
+    assert escaped == "ok é ✓ ⟨U+001B⟩[31m⟨U+0007⟩⟨U+007F⟩⟨U+0085⟩⟨U+DC80⟩"
 
 
 @pytest.mark.slow
@@ -296,17 +302,21 @@ def test_tables_fit_80_columns_with_short_ids_and_full_values_on_request(
 
 @pytest.mark.slow
 def test_seal_after_the_demo_reports_the_real_wait(tmp_path: Path) -> None:
-    """The demo's events are stamped in the recent past, so sealing them right after reports a
-    wait of about a recovery interval, not months."""
+    """The demo's events are stamped in the recent past, so the demo's own seal reports a wait
+    of about a recovery interval, not months, and leaves nothing for a later seal."""
     demo = run_cli("demo", "--dir", str(tmp_path / "demo"), cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
-    key = _key_file(tmp_path)
+    waited = re.search(
+        r"Sealed 9 events under the log key \(the longest waited (\d+) s\)", demo.stdout
+    )
+    assert waited is not None, demo.stdout
+    assert 0 < int(waited.group(1)) < 600
     url = f"sqlite:///{tmp_path / 'demo' / 'ledger.db'}"
-    sealed = run_cli("audit", "seal", "--db", url, "--key-file", str(key), "--json", cwd=tmp_path)
+    sealed = run_cli("audit", "seal", "--db", url, "--json", cwd=tmp_path)  # the demo's key
     assert sealed.returncode == 0, sealed.stderr
     (report,) = json.loads(sealed.stdout)["reports"]
-    assert report["sealed"] == 9
-    assert 0 < report["max_delay"] < 600
+    assert report["sealed"] == 0
+    assert report["size"] == 9
 
 
 @pytest.mark.postgres
@@ -337,8 +347,10 @@ def test_an_unexpected_failure_is_one_coded_line(
     monkeypatch.setattr(ledger_commands, "_status", broken)
     assert main(["status", "--tenant", "acme"]) == 1
     err = capsys.readouterr().err
-    assert err == "error [effectledger_error]: unexpected ValueError: a bug\\x0awith two lines " + (
-        "(set EFFECTLEDGER_DEBUG=1 for details)\n"
+    assert (
+        err
+        == "error [effectledger_error]: unexpected ValueError: a bug⟨U+000A⟩with two lines "
+        + ("(set EFFECTLEDGER_DEBUG=1 for details)\n")
     )
     monkeypatch.setattr(ledger_commands, "_status", interrupted)
     assert main(["status", "--tenant", "acme"]) == 130
@@ -374,24 +386,30 @@ def test_seal_with_a_memory_refuses_a_log_emptied_behind_its_back(tmp_path: Path
     """``audit seal --memory`` refuses to re-seal a log whose tables were emptied and re-queued."""
     demo = run_cli("demo", "--dir", str(tmp_path / "demo"), cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
-    key = _key_file(tmp_path)
     memory = tmp_path / "sealer-memory.json"
     database = tmp_path / "demo" / "ledger.db"
     url = f"sqlite:///{database}"
-    seal = ("audit", "seal", "--db", url, "--key-file", str(key), "--memory", str(memory))
+    seal = ("audit", "seal", "--db", url, "--memory", str(memory))  # the demo's own log key
+
+    def empty_the_log() -> None:
+        with sqlite3.connect(database) as connection:
+            for statement in (
+                "DROP TRIGGER IF EXISTS log_entries_no_delete",
+                "DROP TRIGGER IF EXISTS log_checkpoints_no_delete",
+                "DELETE FROM log_entries",
+                "DELETE FROM log_checkpoints",
+                "DELETE FROM log_heads",
+                "INSERT INTO log_pending (tenant_id, event_id, recorded_us) "
+                "SELECT tenant_id, event_id, recorded_us FROM audit_events",
+            ):
+                connection.execute(statement)
+        connection.close()
+
+    # The demo sealed its log before this memory existed: emptied once, it is sealed again
+    # under the memory, which from then on remembers the tree it signed.
+    empty_the_log()
     assert run_cli(*seal, cwd=tmp_path).returncode == 0
-    with sqlite3.connect(database) as connection:
-        for statement in (
-            "DROP TRIGGER log_entries_no_delete",
-            "DROP TRIGGER log_checkpoints_no_delete",
-            "DELETE FROM log_entries",
-            "DELETE FROM log_checkpoints",
-            "DELETE FROM log_heads",
-            "INSERT INTO log_pending (tenant_id, event_id, recorded_us) "
-            "SELECT tenant_id, event_id, recorded_us FROM audit_events",
-        ):
-            connection.execute(statement)
-    connection.close()
+    empty_the_log()
     refused = run_cli(*seal, cwd=tmp_path)
     assert refused.returncode == 1
     assert "[audit_verification_failed]" in refused.stderr

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from effectledger.callers.mcp import TokenIdentities, build_server, serve_http_in_thread
-from effectledger.callers.review_tools import PENDING_TOOL
+from effectledger.callers.review_tools import PENDING_TOOL, ReviewTools
 from tests.callers.paths import TOKENS, http_client, result_json
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
 from tests.callers.stdio_app import build
@@ -86,3 +86,27 @@ def test_mcp_command_with_review_offers_the_queue_over_stdio(world: World) -> No
     anyio.run(session)
     assert PENDING_TOOL in seen["tools"]
     assert [p["proposal_id"] for p in seen["queue"]["proposals"]] == [proposal.proposal_id]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"limit": 5, "limit": 500}', "repeat the key 'limit'"),
+        ('{"action": "' + "a" * (64 * 1024) + '"}', "exceed 65536 bytes"),
+        ('{"limit": NaN}', "not JSON"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
+def test_the_reviewer_tool_parses_its_arguments_by_the_tool_rules(
+    world: World, text: str, says: str
+) -> None:
+    """pending_proposals refuses a repeated key, over 64 KiB, NaN and a non-object as
+    invalid_input, like every other tool."""
+    world.app.propose(AGENT, "refund_order", REFUND_30)
+    answer = ReviewTools(world.app).call(REVIEWER, PENDING_TOOL, text)
+    assert answer.is_error
+    assert answer.data["error"]["code"] == "invalid_input"
+    assert says in answer.data["error"]["message"]
+    listed = ReviewTools(world.app).call(REVIEWER, PENDING_TOOL, '{"limit": 5}')
+    assert not listed.is_error
+    assert len(listed.data["proposals"]) == 1

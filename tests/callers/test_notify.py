@@ -151,3 +151,50 @@ def test_only_proposals_that_need_a_person_are_announced(store_url: str, tmp_pat
         world.ledger.store.close()
         world.receiver.close()
     assert [body["proposal_id"] for body in hook.bodies] == [big.proposal_id]
+
+
+def test_hidden_characters_reach_reviewers_visible_and_flagged(world: World) -> None:
+    """A U+202E and a U+200B in the model's reason and target-side text arrive in the chat
+    message as ⟨U+XXXX⟩ with a warning; the JSON keeps the exact value and names them."""
+    generic, chat = Hook(), Hook()
+    reason = "invoice-\u202egnp.exe\u200b"
+    with webhook(generic) as json_url, webhook(chat) as chat_url:
+        notifier = WebhookNotifier(
+            [Webhook(url=json_url), Webhook(url=chat_url, format="chat")],
+            desk_url="https://desk.example/desk",
+        )
+        world.app.notify_with(notifier)
+        world.app.propose(AGENT, "refund_order", {**REFUND_30, "reason": reason})
+        notifier.close()
+    (document,) = generic.bodies
+    assert document["hidden_characters"] == ["U+202E", "U+200B"]
+    assert document["target_shown"] == document["target"] == "ord-1001"
+    (message,) = chat.bodies
+    assert not any(char in message["text"] for char in "\u202e\u200b")
+    assert "Warning: it holds hidden characters (U+202E, U+200B)" in message["text"]
+
+
+def test_a_hidden_character_in_the_target_is_shown_in_the_chat_text(world: World) -> None:
+    """The chat text shows a target's U+202E as ⟨U+202E⟩, so ``gnp.exe`` never reads
+    ``exe.png`` in the reviewers' channel; the JSON's target_shown says the same."""
+    from dataclasses import replace
+
+    from effectledger.callers.notify import chat_message, json_document
+    from effectledger.model.review import PendingProposal
+
+    recorded = world.app.propose(AGENT, "refund_order", REFUND_30)
+    proposal = replace(recorded, target="invoice-\u202egnp.exe")  # an action whose target is text
+    entry = PendingProposal(
+        proposal=proposal,
+        policy_version=proposal.policy_version,
+        approvals_required=1,
+        approvals_granted=0,
+        expires_at=proposal.expires_at,
+    )
+    text = chat_message(entry, "https://desk.example/desk")["text"]
+    assert "refund_order of invoice-\u27e8U+202E\u27e9gnp.exe" in text
+    assert "\u202e" not in text
+    assert "Warning: it holds hidden characters (U+202E)" in text
+    document = json_document(entry, "https://desk.example/desk")
+    assert document["target_shown"] == "invoice-\u27e8U+202E\u27e9gnp.exe"
+    assert document["target"] == "invoice-\u202egnp.exe"

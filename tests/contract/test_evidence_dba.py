@@ -228,7 +228,8 @@ def test_an_administrator_inserting_an_event_after_sealing_is_named(
     raw_sql(store_url, f"DELETE FROM log_pending WHERE event_id = '{'f' * 32}'")
     raw_sql(
         store_url,
-        f"INSERT INTO log_entries VALUES ('acme', 12, '{'f' * 32}', '{'ab' * 32}', 0)",
+        "INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, sealed_us) "
+        f"VALUES ('acme', 12, '{'f' * 32}', '{'ab' * 32}', 0)",
     )
     assert _verdict(sealed, clock, tmp_path) == "event_inserted"
 

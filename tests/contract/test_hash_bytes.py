@@ -128,19 +128,27 @@ def _writer(url: str) -> Iterator[Callable[[str, Sequence[str], list[tuple[Any, 
         yield postgres_insert
 
 
+LATER = {"log_entries": ("operation_id", "sequence")}
+"""Columns a later migration added (16: the position each entry sealed, filled in from events)."""
+
+
 def _write_as_text(url: str, rows: Rows, edit: Callable[[str, dict[str, Any]], None]) -> None:
     """Write ``rows`` into the migration-14 store of ``url``, every hash as its hex text."""
     for write in _writer(url):
         for table, (columns, found) in rows.items():
+            kept = [
+                name
+                for name in columns
+                if name != RENUMBERED.get(table) and name not in LATER.get(table, ())
+            ]
             texts = []
             for row in found:
                 values = dict(zip(columns, row, strict=True))
                 assert all(type(values[name]) is str for name in HASHED.get(table, ()))
                 edit(table, values)
-                values.pop(RENUMBERED.get(table, ""), None)  # the target numbers these itself
-                texts.append(tuple(values.values()))
+                texts.append(tuple(values[name] for name in kept))
             if texts or table in RENUMBERED:
-                write(table, [name for name in columns if name != RENUMBERED.get(table)], texts)
+                write(table, kept, texts)
 
 
 def _stored_hashes(url: str) -> list[tuple[str, str, object]]:

@@ -32,14 +32,16 @@ from effectledger.callers.http.app import create_app
 from effectledger.clock import SystemClock
 from effectledger.workers import Worker, WorkerSettings
 from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER
-from tests.conftest import count_rows, with_options
+from tests.conftest import count_rows, use_key_directory, with_options
 from tests.faults._cluster import Cluster, private_cluster
 from tests.faults._disk import check_consistent
 from tests.http_api.server import serving
 from tests.worker.support import Refunds, refunds, wait_until
 from tests.worker.test_worker_processes import start_worker, stop
 
-pytestmark = pytest.mark.slow
+# One worker runs the clusters one at a time (pytest -n auto --dist loadgroup): two Patroni
+# clusters or restarts at once on a 2-core machine would turn their deadlines into races.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("postgres-clusters")]
 
 
 @pytest.fixture
@@ -61,10 +63,11 @@ def _perform_until(world: Refunds, done: threading.Event, failures: list[str]) -
 
 
 def test_a_restarted_server_stops_nothing_for_good_and_every_refund_is_made_once(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Across two server restarts the worker process backs off and resumes, failed calls raise
     storage errors (503 over HTTP), and every refund the receiver made is SUCCEEDED once."""
+    use_key_directory(monkeypatch, tmp_path)  # the worker process finds the ledger's keys there
     raw = with_options(cluster.url, schema="ledger")  # for reading rows around the store
     url = with_options(raw, connect_timeout=2, pool_timeout_s=1)
     world = refunds(
@@ -202,3 +205,39 @@ def test_a_read_only_server_answers_reads_refuses_writes_and_resumes_when_writab
         assert (counts.submissions, counts.effects) == (2, 2)
     finally:
         world.close()
+
+
+def test_a_write_refused_by_a_demoted_server_runs_again_on_a_fresh_connection(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A pooled connection whose server turned read-only (as a demoted primary does) is dropped
+    after its refusal and the write runs again on a fresh connection, which succeeds once."""
+    raw = with_options(cluster.url, schema="ledger")
+    world = refunds(raw, tmp_path, clock=ManualClock())
+    try:
+        proposal = world.app.propose(AGENT, "refund_order", REFUND_30)
+        world.app.approve(REVIEWER, proposal)
+        with psycopg.connect(cluster.url, autocommit=True) as connection:
+            # New sessions of this database write; the sessions open now only read.
+            connection.execute("ALTER DATABASE postgres SET default_transaction_read_only = off")
+            connection.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            connection.execute("SELECT pg_reload_conf()")
+            for _ in range(100):
+                applied = connection.execute(
+                    "SELECT count(*) FROM pg_file_settings "
+                    "WHERE name = 'default_transaction_read_only' AND applied"
+                ).fetchone()
+                if applied is not None and applied[0] == 1:
+                    break
+                threading.Event().wait(0.05)
+        threading.Event().wait(0.3)  # the pool's idle sessions apply it before their next use
+        result = world.app.perform(AGENT, proposal)
+        assert result.state is OperationState.SUCCEEDED
+        assert count_rows(raw, "operations", "state = 'SUCCEEDED'") == 1
+        counts = world.receiver.counts()
+        assert (counts.submissions, counts.effects) == (1, 1)
+    finally:
+        world.close()
+        _server_read_only(cluster, False)
+        with psycopg.connect(cluster.url, autocommit=True) as connection:
+            connection.execute("ALTER DATABASE postgres RESET default_transaction_read_only")

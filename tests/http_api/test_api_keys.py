@@ -64,6 +64,33 @@ def test_wrong_and_malformed_tokens_are_refused(keys: ApiKeys) -> None:
         assert refused.value.details["reason"] == reason
 
 
+def test_a_known_and_an_unknown_key_id_cost_the_same_work(
+    keys: ApiKeys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong secret under a known key id and any secret under an unknown id each hash the
+    token once and compare two digests once, so timing cannot tell which key ids exist."""
+    import hmac
+
+    from effectledger.app import keys as module
+
+    issued = keys.create(tenant_id="acme", actor_id="agent-7", roles=["agent"])
+    work: list[str] = []
+    monkeypatch.setattr(
+        module, "hash_token", lambda token: work.append("hash") or hash_token(token)
+    )
+    real = hmac.compare_digest
+    monkeypatch.setattr(
+        module.hmac, "compare_digest", lambda a, b: work.append("compare") or real(a, b)
+    )
+    done = []
+    for token in (f"elk_{issued.key.key_id}_" + "A" * 43, "elk_ffffffffffffffff_" + "A" * 43):
+        work.clear()
+        with pytest.raises(NotAuthenticated):
+            keys.authenticate(token)
+        done.append(list(work))
+    assert done == [["hash", "compare"], ["hash", "compare"]]
+
+
 def test_revocation_is_immediate_and_happens_once(keys: ApiKeys, clock: ManualClock) -> None:
     """A revoked key stops authenticating; revoking again keeps the first revocation time."""
     issued = keys.create(tenant_id="acme", actor_id="agent-7")

@@ -6,6 +6,7 @@ Each refusal is checked at the durable facts too: nothing was written and nothin
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,37 @@ def test_an_empty_perform_body_uses_the_recorded_decision(api: HttpWorld) -> Non
 
 
 def test_method_not_allowed_names_the_allowed_methods(api: HttpWorld) -> None:
-    """A 405 carries the Allow header listing what the route takes."""
+    """A 405 carries the Allow header listing every method the path takes, from every route
+    that serves it (``/v1/proposals``: GET lists the queue, POST proposes)."""
     response = api.client.delete("/v1/proposals", headers=api.auth("agent"))
     error_of(response, 405, "method_not_allowed")
-    assert response.headers["allow"] == "POST"
+    assert response.headers["allow"] == "GET, POST"
+    approve = api.client.get("/v1/proposals/p-1/approve", headers=api.auth("agent"))
+    error_of(approve, 405, "method_not_allowed")
+    assert approve.headers["allow"] == "POST"
+
+
+def test_the_openapi_document_states_what_the_server_enforces(api: HttpWorld) -> None:
+    """/metrics' errors are declared JSON (as served), the queue's ``after`` cursor and the deny
+    reason carry the patterns the ledger checks, and a served error matches its declaration."""
+    document = api.client.get("/openapi.json").json()
+    metrics = document["paths"]["/metrics"]["get"]["responses"]
+    assert set(metrics["401"]["content"]) == {"application/json"}
+    refused = api.client.get("/metrics")
+    assert refused.status_code == 401
+    assert refused.headers["content-type"].startswith("application/json")
+    (after,) = [p for p in document["paths"]["/v1/proposals"]["get"]["parameters"]
+                if p["name"] == "after"]  # fmt: skip
+    pattern = after["schema"]["anyOf"][0]["pattern"]
+    assert re.fullmatch(pattern, "1767225600000000.prop-1")
+    assert not re.fullmatch(pattern, "not a cursor")
+    bad_cursor = api.client.get("/v1/proposals?after=x", headers=api.auth("reviewer"))
+    assert bad_cursor.status_code in (400, 422)
+    assert bad_cursor.json()["code"] == "invalid_input"
+    reason = document["components"]["schemas"]["DenyRequest"]["properties"]["reason"]["pattern"]
+    for text, allowed in [("too much", True), ("   ", False), ("a\x00b", False),
+                          ("a\ud800b", False)]:  # fmt: skip
+        assert bool(re.fullmatch(reason, text)) is allowed, text
 
 
 def test_the_openapi_document_declares_the_correlation_rule(api: HttpWorld) -> None:

@@ -14,7 +14,13 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from effectledger import errors
 from effectledger.callers.http.app import HTTP_ONLY_CODES
@@ -26,6 +32,13 @@ STABLE_CODES = {
     for cls in vars(errors).values()
     if inspect.isclass(cls) and issubclass(cls, errors.EffectLedgerError)
 } | set(HTTP_ONLY_CODES)
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,  # every status served is one the document declares
+    content_type_conformance,  # with the content type it declares
+    response_schema_conformance,  # and a body its schema admits
+    response_headers_conformance,
+]
 EXAMPLES = 8  # per operation and generation mode: about 200 requests per backend
 
 
@@ -64,7 +77,7 @@ def test_no_input_makes_a_server_error(fuzzed: tuple[HttpWorld, str]) -> None:
     def exercise(case: schemathesis.Case) -> None:
         response = case.call(headers={"Authorization": f"Bearer {token}"}, timeout=30)
         statuses[response.status_code] += 1
-        case.validate_response(response, checks=[not_a_server_error])
+        case.validate_response(response, checks=CHECKS)
         if response.status_code >= 400:
             body = response.json()
             assert set(body) == {"code", "message", "details"}, body

@@ -71,3 +71,37 @@ def test_reviewer_lists_approves_and_denies_from_the_command_line(
     missing = cli("proposals", *base, env={**env, "EFFECTLEDGER_API_KEY": ""})
     assert missing.returncode == 1
     assert "not_authenticated" in missing.stderr
+
+
+def test_the_queue_shows_hidden_characters_and_a_performed_proposal_takes_no_approval(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``proposals`` prints a U+202E, a U+200B and a U+0007 in the model's reason as marks with a
+    warning, never raw; ``approve`` of a performed proposal exits 1 already_admitted, unwritten."""
+    receiver_path = str(tmp_path / "receiver.db")
+    SimulatedReceiver(receiver_path).close()
+    env = {RECEIVER_VARIABLE: receiver_path}
+    monkeypatch.setenv(RECEIVER_VARIABLE, receiver_path)
+    reason = "invoice-\u202egnp.exe\u200b\x07"
+    with refund_service(store_url) as app:
+        hidden = app.propose(AGENT, "refund_order", {**REFUND_30, "reason": reason})
+        done = app.propose(AGENT, "refund_order", {**REFUND_30, "order_id": "ord-1002"})
+        keys = ApiKeys(app.store)
+        reviewer = keys.create(tenant_id="acme", actor_id="rita", roles=["approver"])
+        sam = keys.create(tenant_id="acme", actor_id="sam", roles=["approver"])
+        app.approve(sam.key.context, done)
+        assert app.perform(AGENT, done.proposal_id).outcome.value == "performed"
+    env_rita = {**env, "EFFECTLEDGER_API_KEY": reviewer.token}
+    base = ("--db", store_url, "--app", APP)
+    listed = cli("proposals", *base, env=env_rita)
+    assert listed.returncode == 0, listed.stderr
+    assert hidden.proposal_id in listed.stdout
+    assert '"reason": "invoice-⟨U+202E⟩gnp.exe⟨U+200B⟩⟨U+0007⟩"' in listed.stdout
+    assert "warning: holds hidden characters (U+202E, U+200B, U+0007)" in listed.stdout
+    assert not any(char in listed.stdout for char in "\u202e\u200b\x07")
+    before = count_rows(store_url, "approvals"), count_rows(store_url, "audit_events")
+    late = cli("approve", *base, done.proposal_id, "--digest", done.digest, env=env_rita)
+    assert late.returncode == 1
+    assert "approval_refused" in late.stderr
+    assert "already admitted" in late.stderr
+    assert (count_rows(store_url, "approvals"), count_rows(store_url, "audit_events")) == before

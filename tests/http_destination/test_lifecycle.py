@@ -76,9 +76,9 @@ def test_reply_slower_than_the_deadline_is_unknown_then_reconciled(
 ) -> None:
     """A reply later than the submit deadline leaves OUTCOME_UNKNOWN (not a failure); recovery
     settles it to SUCCEEDED with one effect."""
-    target = destination(served, deadline_s=0.3)
+    target = destination(served, deadline_s=1.0)
     admit_http(ledger, context, target)
-    served.faults.slow_reply_s = 1.5
+    served.faults.slow_reply_s = 3.0
     result = Executor(ledger, target).execute(context, "op-1")
     assert result.state is OperationState.OUTCOME_UNKNOWN
     assert last_evidence(ledger, context).document()["reason"] == "deadline_passed"
@@ -166,11 +166,11 @@ def test_lookup_slower_than_its_deadline_is_inconclusive(
 ) -> None:
     """A lookup answer later than the lookup deadline is Unknown: the operation stays
     OUTCOME_UNKNOWN with the timeout as evidence, and a timely lookup later settles it."""
-    target = destination(served, deadline_s=0.3)
+    target = destination(served, deadline_s=1.0)
     admit_http(ledger, context, target)
     served.faults.drop_after_commit = 1
     Executor(ledger, target).execute(context, "op-1")
-    served.faults.slow_lookup_s = 1.5
+    served.faults.slow_lookup_s = 3.0
     assert recover(ledger, clock, target) is OperationState.OUTCOME_UNKNOWN
     document = last_evidence(ledger, context).document()
     assert (document["source"], document["reason"]) == ("lookup", "deadline_passed")

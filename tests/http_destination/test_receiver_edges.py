@@ -48,6 +48,38 @@ def test_fault_switches_over_http_need_the_flag_and_the_token(tmp_path: Path) ->
         assert testing.faults.throttle == 2
 
 
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        (
+            {"throttle": 2, "drop_after_comit": 1},
+            "drop_after_comit",
+            "no switch 'drop_after_comit'",
+        ),
+        ({"throttle": 2, "drop_after_commit": True}, "drop_after_commit", "a whole number"),
+        ({"throttle": 2, "slow_reply_s": "5"}, "slow_reply_s", "a number of seconds"),
+        ({"throttle": -1}, "throttle", "0 or more"),
+        ([1], "body", "a JSON object"),
+    ],
+)
+def test_a_bad_fault_change_names_its_field_and_changes_no_switch(
+    tmp_path: Path, body: object, field: str, says: str
+) -> None:
+    """A fault change with an unknown switch or a value of the wrong kind answers 400 naming the
+    switch and what it takes, and sets none of the switches it named (all or none)."""
+    authorized = {"Authorization": f"Bearer {TOKEN}"}
+    with (
+        serve(tmp_path / "r.db", token=TOKEN, allow_faults=True) as testing,
+        httpx.Client(base_url=testing.url) as client,
+    ):
+        refused = client.put("/_receiver/faults", json=body, headers=authorized)
+        assert refused.status_code == 400
+        answer = refused.json()
+        assert (answer["error"], answer["field"]) == ("bad_faults", field)
+        assert says in answer["message"]
+        assert testing.faults.throttle == 0  # the valid switch beside the bad one was not set
+
+
 @pytest.mark.parametrize("depth", [100_000, 5_000])
 def test_a_deeply_nested_body_is_refused_with_400(served: RunningReceiver, depth: int) -> None:
     """A body nested so deep that it cannot be parsed or encoded is 400, and no effect is made."""

@@ -109,8 +109,10 @@ def test_async_submit_and_lookup_classify_like_the_sync_path(served: RunningRece
 
 def test_async_deadline_bounds_the_whole_exchange(served: RunningReceiver) -> None:
     """A reply slower than the deadline ends the async submit as Unknown within the deadline."""
-    target = destination(served, deadline_s=0.3)
-    served.faults.slow_reply_s = 2.0
+    # Generous on purpose: a loaded machine must still finish a normal exchange in time; the
+    # check is by order (ended before the reply would arrive), not by a tight duration.
+    target = destination(served, deadline_s=1.0)
+    served.faults.slow_reply_s = 3.0
 
     async def story() -> tuple[Outcome, float]:
         started = time.monotonic()
@@ -120,7 +122,7 @@ def test_async_deadline_bounds_the_whole_exchange(served: RunningReceiver) -> No
 
     outcome, took = asyncio.run(story())
     assert outcome is Outcome.UNKNOWN
-    assert took < 1.5
+    assert took < 3.0  # the deadline ended it, not the reply
     assert served.store.counts().effects == 1
 
 

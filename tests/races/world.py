@@ -56,10 +56,12 @@ def build(
     policy: str = "approval",
     *,
     trail_keys: TrailKeys | None = None,
+    clock: ManualClock | None = None,
 ) -> EffectLedger:
     """A service over the ledger at ``store_url`` and the receiver file in ``directory``.
 
     ``trail_keys``: the keys the ledger authenticates its trail with (none by default).
+    ``clock``: the ledger's clock (default: a manual clock at ``START``).
     """
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
@@ -68,7 +70,7 @@ def build(
     )
     ledger = Ledger(
         open_store(store_url),
-        clock=ManualClock(START),
+        clock=ManualClock(START) if clock is None else clock,
         settings=LedgerSettings(trail_keys=trail_keys),
     )
     return ledger_over(ledger, registry, [receiver])
@@ -122,29 +124,6 @@ def approve_in_process(
         approved.append(service.approve(approver(index), proposal_id, digest=digest).approval_id)
     close(service)
     results.put({"worker": worker, "approved": approved})
-
-
-def approve_and_perform_in_process(
-    store_url: str,
-    directory: str,
-    proposal_id: str,
-    digest: str,
-    approvers: list[int],
-    barrier: Any,
-    results: Any,
-    worker: int,
-) -> None:
-    """Spawned: for each listed approver, approve the proposal, then perform it as the agent
-    with that approval, after the barrier."""
-    service = build(store_url, Path(directory))
-    barrier.wait()
-    outcomes = []
-    for index in approvers:
-        approval = service.approve(approver(index), proposal_id, digest=digest)
-        result = service.perform(AGENT, proposal_id, approval=approval.approval_id)
-        outcomes.append((result.outcome, result.reason, str(result.state)))
-    close(service)
-    results.put({"worker": worker, "outcomes": outcomes})
 
 
 def perform_answered_in_process(

@@ -164,3 +164,34 @@ def test_a_worker_refuses_to_start_on_a_bad_setting(tmp_path: Path) -> None:
         "from 1 to 10000, not 'lots'"
     )
     assert "worker pass" not in done.stdout
+
+
+def test_config_show_masks_the_password_of_the_store_url_in_text_and_json(toml: Path) -> None:
+    """The store URL's password, in its user part or its query, is shown as ``***`` only."""
+    url = "postgresql://app:hunter2secret@db.example:5432/ledger?password=alsosecret"
+    env = {"EFFECTLEDGER_DB": url}
+    shown = _cli("config", "show", "--config", str(toml), "--json", env=env)
+    text = _cli("config", "show", "--config", str(toml), env=env)
+    assert shown.returncode == text.returncode == 0, shown.stderr + text.stderr
+    rows = {row["setting"]: row for row in json.loads(shown.stdout)["settings"]}
+    assert rows["db"]["value"] == "postgresql://app:***@db.example:5432/ledger?password=***"
+    assert "postgresql://app:***@db.example:5432/ledger?password=***" in text.stdout
+    for output in (shown.stdout + shown.stderr, text.stdout + text.stderr):
+        assert "hunter2secret" not in output
+        assert "alsosecret" not in output
+
+
+def test_an_unknown_store_scheme_is_refused_without_echoing_its_password(toml: Path) -> None:
+    """``config show`` with a ``mysql://`` store URL exits 1 naming the setting, password hidden."""
+    done = _cli(
+        "config", "show", "--config", str(toml), env={"EFFECTLEDGER_DB": "mysql://u:pw9x@h/x"}
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error [invalid_input]: db from $EFFECTLEDGER_DB must be a store URL: sqlite:///path.db "
+        "or postgresql://..., not 'mysql://u:***@h/x'"
+    )
+    assert "pw9x" not in done.stdout + done.stderr
+    with pytest.raises(InvalidInput) as refused:
+        load_config(None, environ={"EFFECTLEDGER_DB": "redis://127.0.0.1:6379/0"})
+    assert refused.value.details["field"] == "db"

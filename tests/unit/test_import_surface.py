@@ -63,8 +63,17 @@ def test_import_loads_no_evidence_tooling_and_needs_no_fcntl() -> None:
     assert _run(script).strip() == "[]"
 
 
+_CREATE = """
+import sys
+from effectledger import connect
+connect("sqlite:///" + sys.argv[1] + "/ledger.db").close()
+"""
+
+
 def test_propose_approve_perform_run_without_the_evidence_tooling(tmp_path: Path) -> None:
-    """connect, propose, approve and perform on SQLite send one effect, load no audit module."""
+    """connect, propose, approve and perform on an existing SQLite ledger (its keys made when
+    it was created, which generates a log key) send one effect and load no audit module."""
+    _run(_CREATE, str(tmp_path))
     report = json.loads(_run(_PERFORM, str(tmp_path)))
     assert report["after_import"] == []
     assert report["after_perform"] == []

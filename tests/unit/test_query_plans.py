@@ -40,6 +40,9 @@ WHOLE_TENANT = {
     "capacity_recount": "the capacity check recounts every pool from its operations",
     "capacity_totals_all": "the capacity check compares every pool's running totals",
     "capacity_totals_rebuild": "the capacity repair rebuilds every pool from its operations",
+    "ledger_has_events": "whether the ledger holds any event at all: EXISTS stops at the first",
+    "trails_in_flight": "audit retag walks every trail not yet final, an operator's command",
+    "trails_in_flight_count": "audit retag's progress counts every trail not yet final",
 }
 _PARAMETER = re.compile(r":(\w+)")
 

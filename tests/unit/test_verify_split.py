@@ -230,18 +230,23 @@ def test_the_default_splits_a_large_file_only_where_forking_is_safe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no ``jobs``, a file below the threshold is scanned serially and one above it is
-    split (when this process may fork), the report being the serial one either way."""
+    split only when this process may fork, the report being the serial one either way.
+
+    Whether the process may fork is pinned each way rather than read from the live thread count,
+    which another test's finishing thread (or a parallel runner's own) changes at any moment."""
     from effectledger.audit import bundle_split
 
     path = tmp_path / "log.jsonl"
     _write(path, 400, 100)
     serial = verify_bundle(path, [VERIFIER_KEY], jobs=1)
     calls: list[int] = []
-    real = bundle_split.split_scan
+    real, real_forkable = bundle_split.split_scan, bundle_split._forkable
 
     def counted(source: Path, jobs: int) -> object:
         calls.append(jobs)
-        return real(source, jobs)
+        with monkeypatch.context() as split:  # the pool's start method is the real choice
+            split.setattr(bundle_split, "_forkable", real_forkable)
+            return real(source, jobs)
 
     monkeypatch.setattr(bundle_split, "split_scan", counted)
     assert verify_bundle(path, [VERIFIER_KEY]) == serial
@@ -249,6 +254,26 @@ def test_the_default_splits_a_large_file_only_where_forking_is_safe(
     size = os.path.getsize(path)
     monkeypatch.setattr(bundle_split, "PARALLEL_MIN_BYTES", size)
     monkeypatch.setattr(bundle_split, "PART_MIN_BYTES", size // 2)
+    monkeypatch.setattr(bundle_split, "_forkable", lambda: False)
+    assert verify_bundle(path, [VERIFIER_KEY]) == serial
+    assert calls == []
+    monkeypatch.setattr(bundle_split, "_forkable", lambda: True)
     assert verify_bundle(path, [VERIFIER_KEY]) == serial
     expected = min(os.cpu_count() or 1, 2)
-    assert calls == ([expected] if expected > 1 and bundle_split._forkable() else [])
+    assert calls == ([expected] if expected > 1 else [])
+
+
+def test_a_second_running_thread_makes_the_process_unforkable() -> None:
+    """While a second thread runs, the process counts as one that may not fork."""
+    import threading
+
+    from effectledger.audit import bundle_split
+
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, name="held")
+    thread.start()
+    try:
+        assert not bundle_split._forkable()
+    finally:
+        release.set()
+        thread.join()

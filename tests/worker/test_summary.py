@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,8 +66,11 @@ def test_the_summary_counts_states_the_uncertain_age_and_the_seal_lag(world: Ref
     with pytest.raises(NotPermitted):
         world.app.summary(AGENT)
     text = summary.prometheus()
-    assert 'effectledger_operations{tenant="acme",state="READY"} 2' in text
-    assert 'effectledger_uncertain_oldest_age_seconds{tenant="acme"} 40.000' in text
+    assert (
+        'effectledger_operations{effectledger_tenant_id="acme",effectledger_state="READY"} 2'
+        in text
+    )
+    assert 'effectledger_uncertain_oldest_age_seconds{effectledger_tenant_id="acme"} 40.000' in text
 
 
 @pytest.mark.slow
@@ -94,5 +98,36 @@ def test_metrics_serves_the_key_tenants_figures_to_a_reviewer_only(world: Refund
         anonymous = client.get("/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
-    assert 'effectledger_uncertain_operations{tenant="acme"} 1' in answer.text
+    assert 'effectledger_uncertain_operations{effectledger_tenant_id="acme"} 1' in answer.text
     assert (refused.status_code, anonymous.status_code) == (403, 401)
+
+
+def _alert_rules() -> list[tuple[str, str, float]]:
+    """(label, metric, bound) of each ``max by (label) (metric) > bound`` rule in the docs."""
+    text = (ROOT / "docs" / "operating.md").read_text("utf-8")
+    rules = re.findall(r"expr: max by \((\w+)\) \((\w+)\) > ([0-9.]+)", text)
+    return [(label, metric, float(bound)) for label, metric, bound in rules]
+
+
+def test_the_docs_alert_rules_read_the_real_metrics(world: Refunds, clock: ManualClock) -> None:
+    """Each alert rule in docs/operating.md names a metric ``/metrics`` serves, with the label
+    it groups by; against the served figures, the uncertain-too-long rule fires once the
+    uncertain refund is older than its bound and the sealing rule once the log lags."""
+    rules = _alert_rules()
+    assert {metric for _, metric, _ in rules} == {
+        "effectledger_uncertain_oldest_age_seconds",
+        "effectledger_seal_lag_seconds",
+    }
+    keys = ApiKeys(world.app.store)
+    reviewer = keys.create(tenant_id="acme", actor_id="rita", roles=["approver"]).token
+    clock.advance(timedelta(seconds=601))
+    with serving(create_app(world.app, keys)) as base, httpx.Client(base_url=base) as client:
+        served = client.get("/metrics", headers={"Authorization": f"Bearer {reviewer}"}).text
+    samples = {
+        (metric, labels): float(value)
+        for metric, labels, value in re.findall(r"^(\w+)\{([^}]*)\} (\S+)$", served, re.M)
+    }
+    for label, metric, bound in rules:
+        (value,) = [v for (m, labels), v in samples.items() if m == metric and
+                    re.fullmatch(rf'{label}="acme"', labels)]  # fmt: skip
+        assert value > bound, (metric, value, bound)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -62,6 +63,8 @@ async def connect_async(
     settings: LedgerSettings | None = None,
     destinations: Iterable[Destination] = (),
     signer: Signer | None = None,
+    keys: Literal["find"] | None = "find",
+    key_dir: str | os.PathLike[str] | None = None,
     **store_options: Any,
 ) -> AsyncEffectLedger:
     """:func:`~effectledger.connect`, opened in a worker thread, as an awaitable object."""
@@ -74,6 +77,8 @@ async def connect_async(
             settings=settings,
             destinations=destinations,
             signer=signer,
+            keys=keys,
+            key_dir=key_dir,
             **store_options,
         )
     )
@@ -282,9 +287,13 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.seal`, awaitable."""
         return await self._call(self.sync.seal, context)
 
-    async def seal_pending(self, *, witnesses: Iterable[str] = ()) -> list[SealReport]:
+    async def seal_pending(
+        self, *, witnesses: Iterable[str] = (), memory: str | os.PathLike[str] | None = None
+    ) -> list[SealReport]:
         """:meth:`EffectLedger.seal_pending`, awaitable."""
-        return await self._call(functools.partial(self.sync.seal_pending, witnesses=witnesses))
+        return await self._call(
+            functools.partial(self.sync.seal_pending, witnesses=witnesses, memory=memory)
+        )
 
     async def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

@@ -24,6 +24,7 @@ from typing import Any
 
 from effectledger.errors import InvalidInput
 from effectledger.ledger import LedgerSettings
+from effectledger.store import BACKENDS, redact
 
 __all__ = ["CONFIG_VARIABLE", "SETTINGS", "Config", "Setting", "load_config"]
 
@@ -87,6 +88,14 @@ def _text(value: object) -> str:
     return value
 
 
+def _store_url(value: object) -> str:
+    """A store URL whose scheme names a backend this version has (``BACKENDS``)."""
+    url = _text(value)
+    if url.partition(":")[0].lower() not in BACKENDS:
+        raise ValueError("a store URL: sqlite:///path.db or postgresql://...")
+    return url
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting: its section and key in the file, its variable, default and meaning."""
@@ -98,11 +107,15 @@ class Setting:
     parse: Callable[[object], Any]
     meaning: str
     secret: bool = False
+    unset: str = "off"
+    """What ``config show`` prints for a default of ``None``."""
+    url: bool = False
+    """A connection URL: shown with its password as ``***``."""
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("ledger", "db", "EFFECTLEDGER_DB", "sqlite:///effectledger.db", _text,
-            "store URL: sqlite:///path.db or postgresql://..."),
+    Setting("ledger", "db", "EFFECTLEDGER_DB", "sqlite:///effectledger.db", _store_url,
+            "store URL: sqlite:///path.db or postgresql://...", url=True),
     Setting("ledger", "recover_after_s", "EFFECTLEDGER_RECOVER_AFTER_S", 30.0, _seconds,
             "how long after a claim recovery may look up an unanswered attempt"),
     Setting("ledger", "lookup_interval_s", "EFFECTLEDGER_LOOKUP_INTERVAL_S", 30.0, _seconds,
@@ -115,6 +128,10 @@ SETTINGS: tuple[Setting, ...] = (
             "escalation deadline: how long a manual review may take"),
     Setting("ledger", "record_budget_s", "EFFECTLEDGER_RECORD_BUDGET_S", 2.0, _seconds,
             "how long recording a destination's answer may take before it is left to recovery"),
+    Setting("ledger", "key_dir", "EFFECTLEDGER_KEY_DIR", None, _text,
+            "the key directory (trail key, log key), outside the database; default beside an "
+            "SQLite file (ledger.db.keys), required for PostgreSQL",
+            unset="beside an SQLite file (ledger.db.keys); none for PostgreSQL"),
     Setting("ledger", "log_key", "EFFECTLEDGER_LOG_KEY", None, _text,
             "the log signing key (environment only; never shown)", secret=True),
     Setting("worker", "dispatch_interval_s", "EFFECTLEDGER_WORKER_DISPATCH_INTERVAL_S", 1.0,
@@ -129,6 +146,10 @@ SETTINGS: tuple[Setting, ...] = (
             _seconds_or_off, "seconds between sealing passes (0: no sealing)"),
     Setting("worker", "seal_witnesses", "EFFECTLEDGER_WORKER_SEAL_WITNESSES", (), _witnesses,
             "witnesses that cosign each checkpoint, URL=KEY each, separated by spaces"),
+    Setting("worker", "sealer_memory", "EFFECTLEDGER_WORKER_SEALER_MEMORY", None, _text,
+            "the file where the sealer keeps the last tree it signed per log, outside the "
+            "database; default sealer-memory.json in the key directory",
+            unset="sealer-memory.json in the key directory"),
     Setting("worker", "batch", "EFFECTLEDGER_WORKER_BATCH", 100, _count(1, 10_000),
             "operations one pass takes at most"),
 )  # fmt: skip
@@ -201,6 +222,8 @@ def load_config(
             values[setting.key] = setting.parse(raw)
         except ValueError as exc:
             shown = "(hidden)" if setting.secret else repr(raw)
+            if setting.url:
+                shown = redact(shown)
             raise InvalidInput(
                 f"{setting.key} from {source} must be {exc}, not {shown}", field=setting.key
             ) from None

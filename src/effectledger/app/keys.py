@@ -45,6 +45,10 @@ MAX_ROLES = 32
 MAX_LISTED = 10_000
 
 
+_NO_KEY = "0" * 64
+"""Compared against when no key has the id: a SHA-256 hex digest no token is known to have."""
+
+
 def hash_token(token: str) -> str:
     """The stored form of a token: the hex SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -181,7 +185,10 @@ class ApiKeys:
             )
         match = _TOKEN.fullmatch(token)
         row = None if match is None else self.store.one("api_key_get", {"key_id": match[1]})
-        if row is None or not hmac.compare_digest(row["secret_hash"], hash_token(token)):
+        # The same work whether or not the key id is known: hash, then compare with the row's
+        # digest or with one no token has, so timing does not tell which key ids exist.
+        stored = _NO_KEY if row is None else str(row["secret_hash"])
+        if not hmac.compare_digest(stored, hash_token(token)) or row is None:
             raise NotAuthenticated("the API key is not valid", reason="invalid_credentials")
         if row["revoked_us"] is not None:
             raise NotAuthenticated("the API key was revoked", reason="revoked_credentials")

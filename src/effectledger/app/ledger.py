@@ -12,6 +12,7 @@ plain ids. The lower layer stays reachable as ``.store``, ``.ledger``, ``.author
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -71,7 +72,14 @@ class EffectLedger:
     retries, escalation and resolution are for trusted people and workers.
 
     Built over a :class:`~effectledger.store.Store` (what :func:`connect` opens), or over an
-    existing :class:`~effectledger.ledger.Ledger` to share its clock and settings.
+    existing :class:`~effectledger.ledger.Ledger` to share its clock and settings. ``signer``
+    is the log key that seals; ``log_key_file`` a key file it is read from at the first seal
+    (what :func:`connect` passes from the key directory); without either, ``seal`` reads
+    ``$EFFECTLEDGER_LOG_KEY``. ``sealer_memory``: the file where ``seal`` and ``seal_pending``
+    keep the last tree they signed per log, outside the database (:mod:`effectledger.audit.
+    memory`; :func:`connect` passes the key directory's ``sealer-memory.json``), so a rolled-back
+    or forked log is refused before any signature. The sealer seals only events the ledger's
+    trail key (``settings.trail_keys``) tagged.
     """
 
     def __init__(
@@ -82,6 +90,8 @@ class EffectLedger:
         settings: LedgerSettings | None = None,
         destinations: Iterable[Destination] = (),
         signer: Signer | None = None,
+        log_key_file: Path | None = None,
+        sealer_memory: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(store, Ledger):
             if clock is not None or settings is not None:
@@ -95,6 +105,9 @@ class EffectLedger:
         self._declared = Declarations(self.registry, self.authority)
         self._declared.bind_all(destinations)
         self._signer = signer
+        self._log_key_file = log_key_file
+        self.sealer_memory = None if sealer_memory is None else Path(sealer_memory)
+        """The sealer's memory file (``None``: the sealer trusts the database's checkpoint)."""
         self._notifiers: tuple[reviewing.Notify, ...] = ()
         self.action = self._declared.action
         """Declare an action (:meth:`~effectledger.app.declaring.Declarations.action`)."""
@@ -227,7 +240,9 @@ class EffectLedger:
         Denials, including a proposal ``context`` cannot see, are results, not exceptions.
         """
         approval_id = (
-            approval if approval is None or isinstance(approval, str) else approval.approval_id
+            approval
+            if approval is None or type(approval) is str or isinstance(approval, str)
+            else approval.approval_id
         )
         return performing.perform(
             self.authority,
@@ -277,10 +292,18 @@ class EffectLedger:
         return summarize(self.store, context, self.ledger.clock.now())
 
     def explain(self, context: Context, operation: OperationRef) -> list[Sentence]:
-        """What the operation's events say happened, one cited sentence per event (as events)."""
-        from effectledger.audit.explain import explain
+        """What the operation's events say happened, one cited sentence per event, once its hash
+        chain and (with a trail key) every event's tag verify (:func:`~effectledger.audit.explain.
+        explain_stored`)."""
+        from effectledger.audit.explain import explain_stored
 
-        return explain(self.events(context, operation))
+        require_reader(context)
+        return explain_stored(
+            self.store,
+            context.tenant_id,
+            operation_id_of(operation),
+            trail_keys=self.ledger.settings.trail_keys,
+        )
 
     # -- capacity ------------------------------------------------------------------------
 
@@ -352,11 +375,42 @@ class EffectLedger:
 
     def seal(self, context: Context) -> SealReport:
         """Seal the tenant's pending audit events into its signed Merkle log."""
-        return passes.seal(self.store, self._signer, self.ledger.clock, context.tenant_id)
+        return passes.seal(
+            self.store,
+            self._log_signer(),
+            self.ledger.clock,
+            context.tenant_id,
+            trail_keys=self.ledger.settings.trail_keys,
+            memory=self.sealer_memory,
+        )
 
-    def seal_pending(self, *, witnesses: Iterable[str] = ()) -> list[SealReport]:
-        """Seal every tenant's pending events (the worker's step; ``URL=KEY`` witnesses cosign)."""
-        return passes.seal_pending(self.store, self._signer, self.ledger.clock, witnesses)
+    def seal_pending(
+        self, *, witnesses: Iterable[str] = (), memory: str | os.PathLike[str] | None = None
+    ) -> list[SealReport]:
+        """Seal every tenant's pending events (the worker's step; ``URL=KEY`` witnesses cosign).
+
+        ``memory``: the sealer's memory file, if not :attr:`sealer_memory`. Only events the
+        trail key tagged are sealed; an event it did not tag, or a log that does not extend
+        what the memory holds, raises :class:`~effectledger.errors.AuditVerificationFailed`
+        and nothing is signed.
+        """
+        return passes.seal_pending(
+            self.store,
+            self._log_signer(),
+            self.ledger.clock,
+            witnesses,
+            trail_keys=self.ledger.settings.trail_keys,
+            memory=self.sealer_memory if memory is None else Path(memory),
+        )
+
+    def _log_signer(self) -> Signer | None:
+        """The log key: the one given, else the key file's, parsed once (else, at the seal,
+        ``$EFFECTLEDGER_LOG_KEY``)."""
+        if self._signer is None and self._log_key_file is not None:
+            from effectledger.audit.keys import load_signer
+
+            self._signer = load_signer(self._log_key_file)
+        return self._signer
 
     def export(
         self, context: Context, path: str | Path, *, exporter_id: str | None = None

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 from effectledger import telemetry
 from effectledger.app.declaring import Declarations
 from effectledger.clock import Clock
+from effectledger.events.authentication import TrailKeys
 from effectledger.model.operations import DispatchResult, validate_limit
 from effectledger.store import Store
 
 if TYPE_CHECKING:
     from effectledger.audit.export import ExportReport
-    from effectledger.audit.sealer import SealReport
+    from effectledger.audit.sealer import LogSealer, SealReport
     from effectledger.audit.signers import Signer
 
 __all__ = ["dispatch_ready", "export", "seal", "seal_pending"]
@@ -43,27 +44,65 @@ def dispatch_ready(declared: Declarations, *, limit: int) -> list[DispatchResult
     return results
 
 
-def seal(store: Store, signer: Signer | None, clock: Clock, tenant_id: str) -> SealReport:
-    """Seal one tenant's pending events (``signer`` else ``$EFFECTLEDGER_LOG_KEY``)."""
+def _sealer(
+    store: Store,
+    signer: Signer | None,
+    clock: Clock,
+    *,
+    trail_keys: TrailKeys | None,
+    memory: Path | None,
+    witnesses: Iterable[str] = (),
+) -> LogSealer:
+    """The ledger's sealer: its log key (``signer`` else ``$EFFECTLEDGER_LOG_KEY``), its trail
+    keys (only authentic events are sealed) and its memory file, if it has one."""
     from effectledger.audit.keys import load_signer
+    from effectledger.audit.memory import SealerMemory
     from effectledger.audit.sealer import LogSealer
 
+    return LogSealer(
+        store,
+        signer or load_signer(),
+        clock=clock,
+        memory=None if memory is None else SealerMemory(memory),
+        witnesses=tuple(witnesses),
+        trail_keys=trail_keys,
+    )
+
+
+def seal(
+    store: Store,
+    signer: Signer | None,
+    clock: Clock,
+    tenant_id: str,
+    *,
+    trail_keys: TrailKeys | None = None,
+    memory: Path | None = None,
+) -> SealReport:
+    """Seal one tenant's pending events (``signer`` else ``$EFFECTLEDGER_LOG_KEY``), checking
+    each event's tag with ``trail_keys`` and the log against the sealer ``memory`` file."""
     with telemetry.span("seal", tenant_id=tenant_id) as span:
-        report = LogSealer(store, signer or load_signer(), clock=clock).seal(tenant_id)
+        sealer = _sealer(store, signer, clock, trail_keys=trail_keys, memory=memory)
+        report = sealer.seal(tenant_id)
         span.set(sealed=report.sealed, pending=report.pending)
     telemetry.count("sealed_events", report.sealed)
     return report
 
 
 def seal_pending(
-    store: Store, signer: Signer | None, clock: Clock, witnesses: Iterable[str] = ()
+    store: Store,
+    signer: Signer | None,
+    clock: Clock,
+    witnesses: Iterable[str] = (),
+    *,
+    trail_keys: TrailKeys | None = None,
+    memory: Path | None = None,
 ) -> list[SealReport]:
-    """Seal every tenant's pending events, one report each; ``URL=KEY`` witnesses cosign."""
-    from effectledger.audit.keys import load_signer
-    from effectledger.audit.sealer import LogSealer
-
+    """Seal every tenant's pending events, one report each; ``URL=KEY`` witnesses cosign (with
+    ``trail_keys`` and ``memory`` as for :func:`seal`)."""
     with telemetry.span("seal") as span:
-        sealer = LogSealer(store, signer or load_signer(), clock=clock, witnesses=tuple(witnesses))
+        sealer = _sealer(
+            store, signer, clock, trail_keys=trail_keys, memory=memory, witnesses=witnesses
+        )
         reports = sealer.seal_all()
         sealed = sum(report.sealed for report in reports)
         span.set(sealed=sealed, tenants=len(reports))

@@ -10,8 +10,6 @@ callers: the same scenario gives the same outcome and trace whichever caller car
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from effectledger import telemetry
 from effectledger.app.access import require_writer
 from effectledger.app.declaring import Declarations
@@ -36,13 +34,9 @@ _REPLAY_TRACES = {
 }
 """The trace of an exact replay in each recorded state: the same steps every time, made once."""
 
-
-@dataclass(slots=True)
-class _Trace:
-    steps: list[TraceStep] = field(default_factory=list)
-
-    def add(self, step: str, outcome: str) -> None:
-        self.steps.append(TraceStep(step, outcome))
+_ACCEPTED = (TraceStep("request", "received"), TraceStep("tenant", "accepted"))
+"""The trace's first two steps of every call addressed to the caller's own tenant."""
+_REJECTED = (TraceStep("request", "received"), TraceStep("tenant", "rejected"))
 
 
 def perform(
@@ -69,6 +63,16 @@ def perform(
     """
     require_writer(context)
     proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
+    if telemetry.quiet():  # no provider is set: no span to open, no counter to add
+        return _perform(
+            authority,
+            declarations,
+            context,
+            proposal_id,
+            approval_id=approval_id,
+            recorded_decision=recorded_decision,
+            tenant_id=tenant_id,
+        )
     with telemetry.span("perform", tenant_id=context.tenant_id, proposal_id=proposal_id) as span:
         if isinstance(proposal, Proposal):
             span.set(action=proposal.action)
@@ -106,27 +110,21 @@ def _perform(
     recorded_decision: bool,
     tenant_id: str | None,
 ) -> EffectResult:
-    trace = _Trace()
-    trace.add("request", "received")
     if tenant_id is not None and tenant_id != context.tenant_id:
-        trace.add("tenant", "rejected")
-        return _denied("tenant_mismatch", trace)
-    trace.add("tenant", "accepted")
+        return _denied("tenant_mismatch", _REJECTED)
     try:
         admission = authority.perform_admission(
             context,
             proposal_id,
             approval_id=approval_id,
             recorded_decision=recorded_decision,
-            claim_for=declarations.executors.keys(),
+            claim_for=declarations.executors,
         )
     except AdmissionDenied as exc:
-        trace.add("reservation", f"denied:{exc.reason}")
-        return _denied(exc.reason, trace)
+        return _denied(exc.reason, (*_ACCEPTED, TraceStep("reservation", f"denied:{exc.reason}")))
     except NotFound:
-        trace.add("reservation", "denied:not_found")
-        return _denied("not_found", trace)
-    if isinstance(admission, DispatchResult):  # the exact replay of a finished call
+        return _denied("not_found", (*_ACCEPTED, TraceStep("reservation", "denied:not_found")))
+    if isinstance(admission, DispatchResult):  # the exact replay of a finished call: one read
         return EffectResult(
             outcome=EffectOutcome.REPLAYED,
             operation_id=admission.operation_id,
@@ -136,15 +134,17 @@ def _perform(
             trace=_REPLAY_TRACES[admission.state],
         )
     operation = admission.operation
-    trace.add("reservation", "replayed" if admission.replayed else "admitted")
+    reserved = TraceStep("reservation", "replayed" if admission.replayed else "admitted")
     executor = declarations.executor_for(operation.destination)
     if admission.claim is not None:  # admitted and claimed in one transaction: submit it
         result = executor.execute_claimed(admission.claim)
-        trace.add("dispatch", result.state.value)
-        return _result("performed", result, trace)
+        return _result("performed", result, (*_ACCEPTED, reserved, _dispatched(result)))
     step = executor.execute_step(context, operation.operation_id)
-    trace.add("dispatch", step.result.state.value)
-    return _result(step.taken, step.result, trace)
+    return _result(step.taken, step.result, (*_ACCEPTED, reserved, _dispatched(step.result)))
+
+
+def _dispatched(result: DispatchResult) -> TraceStep:
+    return TraceStep("dispatch", result.state.value)
 
 
 def reconcile(
@@ -172,18 +172,18 @@ def reconcile(
     )
 
 
-def _denied(reason: str, trace: _Trace) -> EffectResult:
+def _denied(reason: str, trace: tuple[TraceStep, ...]) -> EffectResult:
     return EffectResult(
         outcome=EffectOutcome.DENIED,
         operation_id=None,
         state=None,
         reason=DenialReason(reason),
         provider_reference=None,
-        trace=tuple(trace.steps),
+        trace=trace,
     )
 
 
-def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult:
+def _result(outcome: str, result: DispatchResult, trace: tuple[TraceStep, ...]) -> EffectResult:
     if outcome == "performed" and result.rejection is not None:
         outcome = "refused"  # dispatched, and nothing was accepted: say so, and why
     return EffectResult(
@@ -192,6 +192,6 @@ def _result(outcome: str, result: DispatchResult, trace: _Trace) -> EffectResult
         state=result.state,
         reason=None,
         provider_reference=result.provider_reference,
-        trace=tuple(trace.steps),
+        trace=trace,
         rejection=result.rejection if outcome == "refused" else None,
     )

@@ -115,7 +115,7 @@ def decide(
     """Approve or deny the proposal with ``digest`` only while it still waits for this decision.
 
     Refused with :class:`~effectledger.errors.ApprovalRefused` and a reason when it expired
-    (``proposal_expired``), was denied (``proposal_denied``) or admitted (``proposal_admitted``)
+    (``proposal_expired``), was denied (``proposal_denied``) or admitted (``already_admitted``)
     meanwhile, already has every approval it needs (``proposal_approved``, for an approval), was
     already approved by this reviewer, its target changed (``stale_resource_version``), or the
     reviewer may not decide it (``self_approval``, ``not_an_approver``); the authority then

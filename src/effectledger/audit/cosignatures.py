@@ -103,3 +103,48 @@ def cosignature_findings(
             )
         )
     return findings
+
+
+def cosignature_times(note: str, keys: Sequence[CosignatureVerifier]) -> list[int]:
+    """The timestamps (POSIX seconds) of the valid cosignatures by ``keys`` on ``note``, one per
+    witness that cosigned it, newest first."""
+    split = note.rfind("\n\n")
+    body, lines = (note[: split + 1], note[split + 2 :].splitlines()) if split >= 0 else ("", [])
+    times: list[int] = []
+    for key in keys:
+        found = [
+            stamp
+            for line in lines
+            if _names_key(line, key) and (stamp := key.timestamp(body, line)) is not None
+        ]
+        if found:
+            times.append(max(found))
+    return sorted(times, reverse=True)
+
+
+def freshness_findings(
+    note: str,
+    label: str,
+    keys: Sequence[CosignatureVerifier],
+    required: int,
+    max_age_s: float,
+    now_s: float,
+) -> list[Finding]:
+    """``cosignature_stale`` unless ``required`` witnesses cosigned ``note`` within ``max_age_s``
+    seconds of ``now_s``: the ``required``-th newest cosignature is the one that must be fresh.
+    (Too few cosignatures at all is ``cosignature_missing``, reported by
+    :func:`cosignature_findings`.)"""
+    times = cosignature_times(note, keys)
+    if required < 1 or len(times) < required:
+        return []
+    age = now_s - times[required - 1]
+    if age <= max_age_s:
+        return []
+    return [
+        Finding(
+            code="cosignature_stale",
+            message=f"{label} was last cosigned by {required} witness(es) {age:.0f} s ago, "
+            f"more than the {max_age_s:.0f} s allowed: the bundle may be an old copy of a log "
+            "that has grown since (ask the witnesses, or the ledger's operator, for a fresh one)",
+        )
+    ]

@@ -20,7 +20,9 @@ from typing import Any
 
 from effectledger.audit.blobs import require_blobs
 from effectledger.display import printable
-from effectledger.errors import InvalidInput, InvalidTransition, NotFound
+from effectledger.errors import AuditVerificationFailed, InvalidInput, InvalidTransition, NotFound
+from effectledger.events.authentication import TrailKeys
+from effectledger.events.authenticity import unauthentic
 from effectledger.events.chain import verify_chain, verify_sealed
 from effectledger.events.record import event_from_row
 from effectledger.model.operations import (
@@ -33,7 +35,7 @@ from effectledger.model.operations import (
 from effectledger.model.states import EventType, transition
 from effectledger.store import Store, Transaction
 
-__all__ = ["Sentence", "explain", "explain_stored", "render"]
+__all__ = ["Sentence", "explain", "explain_stored", "refuse_unauthentic", "render"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +197,10 @@ _SENTENCES: dict[str, str] = {
     EventType.ADMISSION_DENIED: (
         "At {at}, {actor} asked to admit it and was refused because {reason}; nothing was spent."
     ),
+    EventType.TRAIL_RETAGGED: (
+        "At {at}, {actor} checked the trail through event {through} and vouched for it under "
+        "trail key {key_id} (replacing {replaces}); no event was changed."
+    ),
     EventType.CAPACITY_LIMIT_SET: (
         "At {at}, {actor} set the limit of pool {pool} to {limit_units} unit(s) "
         "(before: {previous_units})."
@@ -314,8 +320,11 @@ def explain(events: Sequence[AuditEvent]) -> list[Sentence]:
     return sentences
 
 
-def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sentence]:
-    """Explain an operation from the database, after verifying its whole hash chain.
+def explain_stored(
+    store: Store, tenant_id: str, operation_id: str, *, trail_keys: TrailKeys | None = None
+) -> list[Sentence]:
+    """Explain an operation from the database, after verifying its whole hash chain (and, with
+    ``trail_keys``, every event's trail tag).
 
     The events and the operation row are read in one snapshot; the chain must be unbroken and
     end at the operation's recorded latest hash (so deleting its last events is noticed), or
@@ -323,7 +332,10 @@ def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sent
     that has only a proposal's events so far has no row, and its chain is checked without a
     head. An event changed after the log sealed it (even re-hashed, its later links too) raises
     :class:`~effectledger.errors.ChainBreak` as well, and an event citing an evidence blob the
-    store no longer holds :class:`~effectledger.errors.EvidenceMissing`. Raises
+    store no longer holds :class:`~effectledger.errors.EvidenceMissing`. With ``trail_keys``,
+    an event they do not authenticate (untagged, or tagged by no key of theirs: written by
+    someone without the key) raises :class:`~effectledger.errors.AuditVerificationFailed`
+    (``event_not_authentic``) naming each such event, and nothing is told as fact. Raises
     :class:`~effectledger.errors.NotFound` for an operation with no events.
     """
     key = {
@@ -342,7 +354,40 @@ def explain_stored(store: Store, tenant_id: str, operation_id: str) -> list[Sent
         raise NotFound(f"no events of operation {operation_id}", operation_id=operation_id)
     verify_chain(events, head=None if operation is None else operation["last_event_hash"])
     verify_sealed(rows)  # a story rewritten after sealing is not told
+    if trail_keys is not None:
+        refuse_unauthentic(rows, trail_keys)
     return explain(events)
+
+
+def refuse_unauthentic(rows: Sequence[Row], trail_keys: TrailKeys) -> None:
+    """Raise ``event_not_authentic`` naming every stored event of ``rows`` that ``trail_keys``
+    do not authenticate (its sequence, id, type and why); nothing when all are authentic."""
+    found: list[dict[str, Any]] = []
+    for row in rows:
+        problem = unauthentic(trail_keys, row)
+        if problem is not None:
+            found.append(
+                {
+                    "sequence": int(row["sequence"]),
+                    "event_id": str(row["event_id"]),
+                    "event_type": str(row["event_type"]),
+                    "problem": problem,
+                }
+            )
+    if not found:
+        return
+    named = ", ".join(
+        f"{item['sequence']} ({printable(str(item['event_type']))}, {item['problem']})"
+        for item in found
+    )
+    operation = printable(str(rows[0]["operation_id"]))
+    raise AuditVerificationFailed(
+        f"operation {operation}: event(s) {named} are not authenticated by the ledger's trail "
+        "key; they were not written by the ledger and are not told as fact",
+        reason="event_not_authentic",
+        operation_id=str(rows[0]["operation_id"]),
+        events=found,
+    )
 
 
 def render(sentences: Sequence[Sentence]) -> str:

@@ -123,7 +123,11 @@ class SealerMemory:
                 f"{said}; it was emptied, and sealing it again would re-seal", "log_emptied"
             )
         if size < signed.size:
-            raise _refuse(f"{said}; it was cut back or rolled back", "log_rolled_back")
+            raise _refuse(
+                f"{said}; it was cut back or rolled back (a restore from an older copy, or a "
+                "failover to a standby that lacked writes the old primary acknowledged)",
+                "log_rolled_back",
+            )
         if size == signed.size:
             raise _refuse(f"{said}; same size, another root: a fork", "log_forked")
         tree = MerkleTree(leaves(size))
@@ -144,8 +148,17 @@ class SealerMemory:
             entry["pending"] = {"size": new.size, "root": new.root}
 
     def commit(self, origin: str, size: int, root: str) -> None:
-        """Remember ``(size, root)`` as the last tree signed for ``origin``."""
+        """Remember ``(size, root)`` as the last tree signed for ``origin``.
+
+        Never lowers what is remembered: when several sealers share this memory (the workers of
+        one host, beside ``audit seal``), one that recorded a larger tree first keeps it.
+        """
         with self._locked() as document:
+            entry = document["logs"].get(origin)
+            if isinstance(entry, dict) and int(entry.get("size", -1)) > size:
+                if entry.get("pending") == {"size": size, "root": root}:
+                    entry["pending"] = None
+                return
             document["logs"][origin] = {"size": size, "root": root, "pending": None}
 
     @contextlib.contextmanager

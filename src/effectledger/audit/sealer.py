@@ -11,8 +11,10 @@ tenant:
    reproduces it;
 3. takes pending events in commit order, recomputes each event's hash and its link to the
    previous event of its operation (refusing to seal an edited or orphaned event, or one that
-   follows a sealed event changed since it was sealed), appends their
-   leaves, and **proves** the new tree consistent with the latest checkpoint before signing;
+   follows a sealed event changed since it was sealed), checks each event's trail tag with the
+   ledger's trail key (refusing an event the key never tagged: ``event_not_authentic``), appends
+   their leaves, and **proves** the new tree consistent with the latest checkpoint before
+   signing;
 4. stores the entries, the signed checkpoint (with its consistency proof) and the new head.
 
 So two inconsistent checkpoints are never signed, and every checkpoint is kept. The delay
@@ -47,6 +49,8 @@ from effectledger.audit.tlog import Checkpoint, sign_checkpoint
 from effectledger.audit.witnessing import WitnessEndpoint, cosign_latest, parse_witnesses
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import InvalidInput, LogKeyInvalid, ProofError
+from effectledger.events.authentication import TrailKeys
+from effectledger.events.authenticity import unauthentic
 from effectledger.events.chain import GENESIS_HASH, sealed_edit
 from effectledger.events.record import canonical_entry, leaf_of_entry
 from effectledger.model.operations import (
@@ -101,6 +105,13 @@ class LogSealer:
     that tree (emptied, rolled back, forked) stops the sealer before any signature. Without it
     the sealer trusts the database's own latest checkpoint.
 
+    ``trail_keys``: the ledger's trail keys (:mod:`effectledger.events.authentication`). With
+    them, every event must carry a tag they verify before it is given a position: an untagged
+    or badly tagged event (one written by someone without the key: a forged trail, a fabricated
+    correction) stops the sealer with ``event_not_authentic`` naming it, and nothing of that
+    batch is signed, so no checkpoint ever vouches for it. Without them the tags are not
+    checked (a ledger that has no trail key).
+
     ``witnesses``: witnesses (:class:`~effectledger.audit.witnessing.WitnessEndpoint`, or
     ``URL=KEY`` strings) that cosign each latest checkpoint, at the start of every pass and
     after every checkpoint stored (:mod:`effectledger.audit.witnessing`); an unreachable one is
@@ -118,6 +129,7 @@ class LogSealer:
         min_batch: int = 1,
         max_wait: timedelta | None = None,
         witnesses: Sequence[WitnessEndpoint | str] = (),
+        trail_keys: TrailKeys | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput("batch_size must be a positive integer")
@@ -126,6 +138,7 @@ class LogSealer:
         if max_wait is not None and max_wait < timedelta(0):
             raise InvalidInput("max_wait must not be negative")
         self.memory = memory
+        self.trail_keys = trail_keys
         self.witnesses = parse_witnesses(witnesses)
         self.min_batch = min_batch
         self.max_wait = max_wait
@@ -163,9 +176,10 @@ class LogSealer:
 
         Stops when nothing is pending or after ``max_batches``. Raises
         :class:`~effectledger.errors.AuditVerificationFailed` (and seals nothing of that batch)
-        if a pending event was edited or its predecessor is missing, or if the stored log does
-        not match its latest checkpoint; :class:`~effectledger.errors.LogKeyInvalid` if the
-        latest checkpoint is not signed by this sealer's key.
+        if a pending event was edited, is not authenticated by the trail keys or its
+        predecessor is missing, or if the stored log does not match its latest checkpoint (or
+        the memory); :class:`~effectledger.errors.LogKeyInvalid` if the latest checkpoint is not
+        signed by this sealer's key.
         """
         validate_identifier(tenant_id, "tenant_id")
         sealed = checkpoints = 0
@@ -276,6 +290,8 @@ class LogSealer:
                     "event_id": row["event_id"],
                     "leaf_hash": leaf.hex(),
                     "now_us": now_us,
+                    "operation_id": row["operation_id"],
+                    "sequence": int(row["sequence"]),
                 },
             )
             tx.run("log_pending_delete", {"pending_id": row["pending_id"]})
@@ -329,6 +345,22 @@ class LogSealer:
                 **where,
             )
         sequence = int(row["sequence"])
+        sealed = tx.one(
+            "log_entry_at_position",
+            {
+                "tenant_id": row["tenant_id"],
+                "operation_id": row["operation_id"],
+                "sequence": sequence,
+            },
+        )
+        if sealed is not None:
+            raise refuse(
+                f"sequence {sequence} of operation {row['operation_id']} was sealed before as "
+                f"event {sealed['event_id']}, which is no longer in its trail: the trail was cut "
+                "back and written again; nothing of this batch is sealed",
+                "event_deleted",
+                **where,
+            )
         previous = last_hash.get(row["operation_id"])
         if sequence == 1:
             expected = GENESIS_HASH
@@ -366,6 +398,18 @@ class LogSealer:
                 "event_edited",
                 **where,
             )
+        if self.trail_keys is not None:
+            problem = unauthentic(self.trail_keys, row)
+            if problem is not None:
+                raise refuse(
+                    f"event {row['event_id']} ({row['event_type']}, sequence {sequence} of "
+                    f"operation {row['operation_id']}) is not authenticated by the ledger's trail "
+                    f"key ({problem}): it was not written by the ledger; nothing of this batch "
+                    "is sealed",
+                    "event_not_authentic",
+                    problem=problem,
+                    **where,
+                )
         last_hash[row["operation_id"]] = (sequence, computed)
         return leaf_of_entry(entry)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from effectledger.audit.bundle import FORMAT, KIND_LOG, KIND_RECEIPT
@@ -50,6 +51,7 @@ from effectledger.audit.checkpoints import Accepted, CheckpointChecks
 from effectledger.audit.cosign import CosignatureVerifier
 from effectledger.audit.cosignatures import (
     cosignature_findings,
+    freshness_findings,
     parse_witness_keys,
     required_cosignatures,
 )
@@ -106,6 +108,8 @@ def verify_bundle(
     witness_keys: Sequence[CosignatureVerifier | str] = (),
     witnesses: int | None = None,
     jobs: int | None = None,
+    max_age: timedelta | None = None,
+    now: datetime | None = None,
 ) -> VerificationReport:
     """Verify a bundle offline against the trusted verifier ``keys``.
 
@@ -119,6 +123,10 @@ def verify_bundle(
     :meth:`VerificationReport.raise_for_findings` to turn findings into an error. ``jobs``:
     processes scanning a log bundle file (:func:`~effectledger.audit.bundle_split.scan_in_parts`;
     default: several for a large file, ``1``: serial); the report is the same whatever it is.
+    ``max_age``: freshness — the required cosignatures of the latest checkpoint must be at most
+    this old at ``now`` (default: the current time), by their C2SP timestamps, else
+    ``cosignature_stale``; it needs ``witness_keys``, since only a witness's timestamp says when
+    the log was last seen (the log's own checkpoints carry none).
     """
     pinned = origin
     verifiers = [key if isinstance(key, Verifier) else parse_verifiers([key])[0] for key in keys]
@@ -126,6 +134,16 @@ def verify_bundle(
         raise InvalidInput("name at least one trusted verifier key")
     witness_verifiers = parse_witness_keys(witness_keys)
     required = required_cosignatures(witness_verifiers, witnesses)
+    if max_age is not None:
+        if not isinstance(max_age, timedelta) or max_age <= timedelta(0):
+            raise InvalidInput("max_age must be a positive duration", field="max_age")
+        if not required:
+            raise InvalidInput(
+                "a freshness rule (max_age) needs witness keys: only a witness's cosignature "
+                "says when the log was last seen",
+                field="max_age",
+            )
+    checked_at = (datetime.now(UTC) if now is None else now).timestamp()
     try:
         scan = scan_in_parts(source, jobs)
     except OSError as exc:
@@ -196,9 +214,12 @@ def verify_bundle(
         findings.append(Finding(code="checkpoint_missing", message="no signed checkpoint"))
     if accepted and required:
         latest = accepted[-1]
-        findings += cosignature_findings(
-            scan.notes[latest.index][1], f"checkpoint #{latest.seq}", witness_verifiers, required
-        )
+        note, label = scan.notes[latest.index][1], f"checkpoint #{latest.seq}"
+        findings += cosignature_findings(note, label, witness_verifiers, required)
+        if max_age is not None:
+            findings += freshness_findings(
+                note, label, witness_verifiers, required, max_age.total_seconds(), checked_at
+            )
     last = accepted[-1].checkpoint if accepted else None
     return VerificationReport(
         tenant_id=tenant,

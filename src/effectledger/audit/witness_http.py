@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from effectledger.audit.cosign import CosignatureVerifier
 from effectledger.audit.witness import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE, Witness
@@ -29,7 +30,46 @@ PATH = "/add-checkpoint"
 _ATTEMPTS = 4  # the first request, then a 409 followed to the named size (racing submitters)
 
 
-def _handler(witness: Witness) -> type[BaseHTTPRequestHandler]:
+SOCKET_TIMEOUT_S = 10.0
+"""How long the server waits on one read or write of a connection before it closes it."""
+MAX_THREADS = 16
+"""Requests handled at once; further connections wait in the listen queue."""
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server that handles at most ``max_threads`` connections at once.
+
+    Beside the socket timeout of each connection, this bounds what slow or half-sent requests
+    can hold: at most ``max_threads`` threads, each for at most the timeout per read.
+    """
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        max_threads: int,
+    ) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_threads)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._slots.acquire()  # the accept loop waits here while every slot is busy
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _handler(witness: Witness, timeout: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -54,13 +94,24 @@ def _handler(witness: Witness) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: object) -> None:
             """Requests are not logged to stderr (a checkpoint is public, but noise is not)."""
 
+    Handler.timeout = timeout  # StreamRequestHandler sets it on the connection's socket
     return Handler
 
 
-def serve_witness(witness: Witness, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """A started server for ``witness`` (``port`` 0: any free port); ``shutdown()`` stops it."""
-    server = ThreadingHTTPServer((host, port), _handler(witness))
-    server.daemon_threads = True
+def serve_witness(
+    witness: Witness,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    timeout: float = SOCKET_TIMEOUT_S,
+    max_threads: int = MAX_THREADS,
+) -> ThreadingHTTPServer:
+    """A started server for ``witness`` (``port`` 0: any free port); ``shutdown()`` stops it.
+
+    A connection that sends nothing for ``timeout`` seconds is closed, and at most
+    ``max_threads`` requests are handled at once.
+    """
+    server = _BoundedServer((host, port), _handler(witness, timeout), max_threads)
     threading.Thread(target=server.serve_forever, name="witness", daemon=True).start()
     return server
 

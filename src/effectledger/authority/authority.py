@@ -54,7 +54,8 @@ from effectledger.model.operations import (
     to_micros,
     validate_identifier,
 )
-from effectledger.store import Store
+from effectledger.store import Identifiers, Store
+from effectledger.store.hashes import unpacked
 
 __all__ = ["Authority", "Check"]
 
@@ -142,7 +143,8 @@ class Authority:
         ``digest`` is the one the approver was shown: if the stored proposal has another, the
         approval is refused (``digest_mismatch``). The approver comes from the trusted context;
         policy decides whether they may approve (``self_approval``, ``not_an_approver``). A
-        proposal that was denied is closed (``proposal_denied``). ``expires_in`` is a positive
+        proposal that was denied is closed (``proposal_denied``), and one already admitted is
+        decided (``already_admitted``): neither takes another approval. ``expires_in`` is a positive
         duration of at most a year. ``check`` runs under the proposal's trail lock before the
         decision is written, and may refuse it (:func:`.decisions.decide_in`).
         """
@@ -268,13 +270,13 @@ class Authority:
         proposal's trail (:meth:`recorded_decision`).
         """
         self._check_request(context, proposal_id, approval_id, tenant_id)
-        row = self._store.one(
-            "proposal_replay", {"tenant_id": context.tenant_id, "proposal_id": proposal_id}
+        row = self.ledger.store.one(  # both checked: the context's own, and _check_request's
+            "proposal_replay", Identifiers(tenant_id=context.tenant_id, proposal_id=proposal_id)
         )
         recorded = replayed_result(row, context)
         if recorded is not None:
             return recorded
-        proposal = self._decoded(context, row, proposal_id)
+        proposal = self._decoded(context, row, proposal_id, stored_digest=True)
         if approval_id is None and recorded_decision:
             approval_id = self.recorded_decision(context, proposal)
         return self._admit(context, proposal, approval_id, claim_for, executor_id)
@@ -291,14 +293,19 @@ class Authority:
         if approval_id is not None:
             validate_identifier(approval_id, "approval_id")
 
-    def _decoded(self, context: Context, row: Row | None, proposal_id: str) -> Proposal:
+    def _decoded(
+        self, context: Context, row: Row | None, proposal_id: str, *, stored_digest: bool = False
+    ) -> Proposal:
         """The proposal in ``row``, its digest recomputed; an edited one is denied, on its trail.
 
         No row is :class:`NotFound`: an unknown id and another tenant's look the same.
+        ``stored_digest``: the row carries the digest as its stored bytes (``proposal_replay``).
         """
         if row is None:
             raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
         try:
+            if stored_digest:
+                return proposal_from_row(row, digest=unpacked(row["stored_digest"]))
             return proposal_from_row(row)
         except TamperedProposal as exc:
             denial = functools.partial(

@@ -105,8 +105,10 @@ def decide_in(
 ) -> None:
     """Store the decision ``row`` on the trail of ``operation_id``, with its event first.
 
-    A proposal already denied takes no further decision (``proposal_denied``); a proposal
-    already admitted can no longer be denied (``already_admitted``): its effect may be under way.
+    A proposal already denied takes no further decision (``proposal_denied``); a proposal whose
+    operation is already admitted (in any state, performed included) takes no further decision
+    either (``already_admitted``): it is decided, and its effect may be under way. A refusal
+    appends nothing to the trail and writes no decision row.
     ``check``, when given, runs first under the trail's lock and may refuse the decision (a
     reviewer's "only while it still waits"): racing deciders see each other's decisions.
     """
@@ -121,11 +123,9 @@ def decide_in(
             reason="proposal_denied",
             proposal_id=proposal_id,
         )
-    if not granted and tx.one(
-        "operation_get", {"tenant_id": tenant_id, "operation_id": operation_id}
-    ):
+    if tx.one("operation_get", {"tenant_id": tenant_id, "operation_id": operation_id}):
         raise ApprovalRefused(
-            "this proposal was already admitted; its effect may be under way",
+            "this proposal was already admitted: it is decided, and its effect may be under way",
             reason="already_admitted",
             proposal_id=proposal_id,
         )

@@ -21,7 +21,7 @@ from effectledger.ledger.stored import proposal_from_row
 from effectledger.model import Context
 from effectledger.model.authority import Proposal
 from effectledger.model.operations import to_micros, validate_identifier
-from effectledger.model.review import PendingPage, PendingProposal, QueueOrder
+from effectledger.model.review import CURSOR_PATTERN, PendingPage, PendingProposal, QueueOrder
 from effectledger.store import Row, Store, Transaction
 
 __all__ = ["MAX_PAGE", "QueueFilter", "approvals_required", "pending_page"]
@@ -29,7 +29,7 @@ __all__ = ["MAX_PAGE", "QueueFilter", "approvals_required", "pending_page"]
 MAX_PAGE = 500
 _LAST = 2**63 - 1
 _SCANS = 20  # batches read per page before handing the reviewer a cursor to continue
-_CURSOR = re.compile(r"(\d{1,19})\.([A-Za-z0-9][A-Za-z0-9._:@-]{0,127})")
+_CURSOR = re.compile(CURSOR_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

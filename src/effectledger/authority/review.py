@@ -84,24 +84,6 @@ def review_of(
 
 
 def refusal_of(review: ProposalReview, *, granting: bool) -> tuple[str, str] | None:
-    """``(reason, sentence)`` when a decision on the reviewed proposal must be refused."""
-    if review.refusal is not None:
-        return review.refusal, _REFUSALS.get(review.refusal, review.refusal)
-    if review.state is not ReviewState.WAITING and not (
-        review.state is ReviewState.APPROVED and not granting
-    ):
-        return (
-            f"proposal_{review.state.value}",
-            f"This proposal is {review.state.value}: {review.standing}.",
-        )
-    if granting and review.reviewer_approved:
-        return "already_approved", "You approved this proposal already; another approver must."
-    if granting and review.stale:
-        return "stale_resource_version", f"Not approved: {review.standing}."
-    return None
-
-
-_REFUSALS = {
-    "self_approval": "You proposed this yourself; its policy needs another person to approve it.",
-    "not_an_approver": "Your roles do not include one this action's policy lets approve it.",
-}
+    """``(reason, sentence)`` when a decision on the reviewed proposal must be refused
+    (:meth:`~effectledger.model.review.ProposalReview.refusal_to`)."""
+    return review.refusal_to(granting=granting)

@@ -20,6 +20,7 @@ from pydantic import AwareDatetime, BaseModel
 from effectledger.app import EffectLedger
 from effectledger.callers.http.models import ID_PATTERN, ErrorBody
 from effectledger.model import Context
+from effectledger.model.review import CURSOR_PATTERN
 
 __all__ = ["PendingBody", "QueueBody", "add_queue_route"]
 
@@ -84,7 +85,10 @@ def add_queue_route(
         expiring_before: Annotated[AwareDatetime | None, Query()] = None,
         order: Annotated[Literal["expiring", "newest"], Query()] = "expiring",
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        after: Annotated[str | None, Query(max_length=160)] = None,
+        after: Annotated[
+            str | None,
+            Query(max_length=160, pattern=CURSOR_PATTERN, description="a page's next_cursor"),
+        ] = None,
     ) -> JSONResponse:
         before: datetime | None = expiring_before
         page = ledger.pending(

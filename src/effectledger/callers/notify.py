@@ -10,6 +10,12 @@ or undo it. A failed delivery is retried with growing pauses, then given up and 
 Deliveries live in this process's memory: a notification still queued when the process stops
 is not sent (the desk's queue still shows the proposal).
 
+Model-derived text (the target, the proposal's arguments) goes through
+:func:`effectledger.display.reveal`, the function the desk and the command line use: the chat
+message shows a bidi control or an invisible character as ``⟨U+202E⟩`` and says the proposal
+holds hidden characters; the JSON document keeps the values exact and names the hidden code
+points in ``hidden_characters`` (and the target as shown in ``target_shown``).
+
 Requires the ``http`` extra (httpx).
 """
 
@@ -25,6 +31,7 @@ from typing import Any, Literal
 
 import httpx
 
+from effectledger.display import hidden_in, reveal
 from effectledger.errors import InvalidInput
 from effectledger.model.review import PendingProposal
 
@@ -51,8 +58,17 @@ def _link(desk_url: str, entry: PendingProposal) -> str:
     return f"{desk_url.rstrip('/')}/proposals/{entry.proposal.proposal_id}"
 
 
+def _hidden(entry: PendingProposal) -> tuple[str, ...]:
+    return hidden_in([entry.proposal.target, entry.proposal.arguments])
+
+
 def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
-    """The generic JSON notification of one pending proposal."""
+    """The generic JSON notification of one pending proposal.
+
+    Values are exact; ``hidden_characters`` names the code points :func:`~effectledger.display.
+    reveal` flags in the target or the arguments (empty: none) and ``target_shown`` is the
+    target as a person should be shown it.
+    """
     proposal = entry.proposal
     return {
         "event": "proposal.pending",
@@ -60,6 +76,8 @@ def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
         "proposal_id": proposal.proposal_id,
         "action": proposal.action,
         "target": proposal.target,
+        "target_shown": reveal(proposal.target).text,
+        "hidden_characters": list(_hidden(entry)),
         "units": proposal.units,
         "pool": proposal.pool,
         "proposer_id": proposal.proposer_id,
@@ -71,16 +89,25 @@ def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
 
 
 def chat_message(entry: PendingProposal, desk_url: str) -> dict[str, str]:
-    """The chat-compatible incoming-webhook message of one pending proposal."""
+    """The chat-compatible incoming-webhook message of one pending proposal.
+
+    Its text shows every hidden character as ``⟨U+XXXX⟩`` and, when the target or the
+    arguments hold any, says so before the link.
+    """
     proposal = entry.proposal
-    return {
-        "text": (
-            f"{proposal.proposer_id} proposes {proposal.action} of {proposal.target} "
-            f"({proposal.units} units of {proposal.pool}) in {proposal.tenant_id}: "
-            f"{entry.waits_for}. Expires {entry.expires_at.replace(microsecond=0).isoformat()}. "
-            f"Review it: {_link(desk_url, entry)}"
-        )
-    }
+    hidden = _hidden(entry)
+    warning = (
+        f" Warning: it holds hidden characters ({', '.join(hidden)}),"
+        " shown as \u27e8U+\u2026\u27e9; read it on the desk before deciding."
+        if hidden
+        else ""
+    )
+    text = (
+        f"{proposal.proposer_id} proposes {proposal.action} of {proposal.target} "
+        f"({proposal.units} units of {proposal.pool}) in {proposal.tenant_id}: "
+        f"{entry.waits_for}. Expires {entry.expires_at.replace(microsecond=0).isoformat()}."
+    )
+    return {"text": f"{reveal(text).text}{warning} Review it: {_link(desk_url, entry)}"}
 
 
 class WebhookNotifier:

@@ -9,13 +9,12 @@ or the HTTP API with the digest they were shown, not a model's tool call.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from effectledger.app import EffectLedger
-from effectledger.callers.function_tools import ToolResult
+from effectledger.callers.function_tools import ToolResult, parse_arguments
 from effectledger.callers.tool_definitions import ToolDefinition
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound
 from effectledger.model import Context
@@ -96,15 +95,8 @@ class ReviewTools:
 
 
 def _arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
-    if isinstance(arguments, str | bytes):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:
-            raise InvalidInput("the arguments are not JSON") from exc
-    if arguments is None:
-        return {}
-    if not isinstance(arguments, Mapping):
-        raise InvalidInput("the arguments must be a JSON object")
+    # The same rules as every other tool's: size limit, no repeated key, no NaN, an object.
+    arguments = parse_arguments(arguments)
     unknown = sorted(str(key) for key in arguments if key not in _PARAMETERS["properties"])
     if unknown:
         raise InvalidInput(f"unknown arguments {unknown}", field=unknown[0][:64])

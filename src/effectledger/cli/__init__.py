@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import typing
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -68,16 +69,48 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
 """The modules whose ``register`` adds the top-level commands, in help order."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that names an unknown flag given where a command was expected.
+
+    ``argparse`` checks required subcommands before it reports unrecognized arguments, so
+    ``effectledger --bogus`` would say only that COMMAND is required; this one says which flag
+    it does not know. Subcommand parsers are made of the same class.
+    """
+
+    _given: Sequence[str] = ()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._given, namespace)
+
+    def error(self, message: str) -> typing.NoReturn:
+        if message.startswith("the following arguments are required"):
+            unknown = [
+                arg
+                for arg in self._given
+                if arg.startswith("-")
+                and arg != "-"
+                and arg.partition("=")[0] not in self._option_string_actions
+            ]
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``effectledger`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="effectledger",
         description="A durable ledger for an AI agent's consequential tool calls.",
     )
     parser.add_argument(
         "--version", action="version", version=f"effectledger {effectledger.__version__}"
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = typing.cast(
+        Commands, parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    )
     for group in COMMAND_GROUPS:
         group.register(commands)
     return parser

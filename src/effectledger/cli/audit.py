@@ -7,6 +7,8 @@ The commands that keep the log (keygen, seal, rotate-key, export, prove) live in
 from __future__ import annotations
 
 import argparse
+import math
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from effectledger.audit.explain import explain, explain_stored
 from effectledger.audit.keys import origin_for, parse_verifiers
 from effectledger.audit.reading import latest_checkpoint, operation_events
 from effectledger.audit.verify import VerificationReport, verify_bundle
-from effectledger.cli import audit_log
+from effectledger.cli import audit_log, trail_keys
 from effectledger.cli.ledger import OPERATOR, operation_document
 from effectledger.cli.options import (
     Commands,
@@ -26,7 +28,9 @@ from effectledger.cli.options import (
     read_text_file,
 )
 from effectledger.cli.output import Output, jsonable
+from effectledger.cli.protection import add_key_dir, found_trail_keys
 from effectledger.errors import ExportFailed, InvalidInput, NotFound
+from effectledger.events.authentication import TrailKeys
 from effectledger.events.chain import verify_chain
 from effectledger.ledger import Ledger
 from effectledger.model.operations import AuditEvent, Context, validate_identifier
@@ -61,6 +65,7 @@ def register(commands: Commands) -> None:
     trail.set_defaults(handler=_trail)
 
     audit_log.register(actions)
+    trail_keys.register(actions)
 
     checkpoint = actions.add_parser(
         "checkpoint",
@@ -114,10 +119,13 @@ def register(commands: Commands) -> None:
         "explain",
         help="explain an operation in plain language, citing its events",
         description="Tell what the audit trail says happened to one operation; every sentence "
-        "cites the event it rests on. Reads the database, or a bundle verified first.",
+        "cites the event it rests on. Reads the database (its hash chain verified, and every "
+        "event's trail tag when the trail key is found: $EFFECTLEDGER_TRAIL_KEY or the key "
+        "directory), or a bundle verified first.",
     )
     add_db(explain_)
     explain_.add_argument("--tenant", help="tenant id (required with --db)")
+    add_key_dir(explain_)
     explain_.add_argument("--bundle", type=Path, help="explain from this bundle instead")
     explain_.add_argument(
         "--key",
@@ -147,12 +155,44 @@ def _witness_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="how many of the given witnesses must have cosigned (default: all of them)",
     )
+    parser.add_argument(
+        "--max-age",
+        type=_duration,
+        metavar="DURATION",
+        help="freshness: the required cosignatures must be at most this old (e.g. 900s, 30m, "
+        "6h, 2d; needs --witness-key), else cosignature_stale",
+    )
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> timedelta:
+    """A duration as ``<number>[s|m|h|d]`` (seconds without a unit), greater than zero."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:], 0)
+    number = value[:-1] if unit else value
+    try:
+        amount = float(number) * (unit or 1)
+    except ValueError:
+        amount = math.nan
+    if not math.isfinite(amount) or amount <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (a number greater than 0 with s, m, h or d)"
+        )
+    return timedelta(seconds=amount)
 
 
 def _witness_arguments(args: argparse.Namespace) -> dict[str, Any]:
     if args.witnesses is not None and not args.witness_key:
         raise InvalidInput("--witnesses needs --witness-key")
-    return {"witness_keys": args.witness_key, "witnesses": args.witnesses}
+    if args.max_age is not None and not args.witness_key:
+        raise InvalidInput(
+            "--max-age needs --witness-key: only a witness's cosignature says when the log was "
+            "last seen",
+            field="max_age",
+        )
+    return {"witness_keys": args.witness_key, "witnesses": args.witnesses, "max_age": args.max_age}
 
 
 def events_rows(out: Output, events: list[AuditEvent]) -> list[tuple[str, ...]]:
@@ -259,6 +299,7 @@ def _bundle_file(path: Path) -> None:
 
 
 def _verify(args: argparse.Namespace, out: Output) -> int:
+    witnessing = _witness_arguments(args)  # a contradictory flag before any file is read
     kept = [read_text_file(Path(path), "checkpoint file") for path in args.checkpoint]
     _bundle_file(args.bundle)
     origin = origin_for(args.tenant) if args.tenant is not None else args.origin
@@ -268,7 +309,7 @@ def _verify(args: argparse.Namespace, out: Output) -> int:
         trusted_checkpoints=kept,
         origin=origin,
         jobs=args.jobs,
-        **_witness_arguments(args),
+        **witnessing,
     )
     _print_report(out, report)
     report.raise_for_findings()
@@ -277,6 +318,7 @@ def _verify(args: argparse.Namespace, out: Output) -> int:
 
 def _explain(args: argparse.Namespace, out: Output) -> int:
     validate_identifier(args.operation_id, "operation_id")
+    trail_keys: TrailKeys | None = None
     if args.bundle is not None:
         if not args.key:
             raise InvalidInput("explaining from a bundle needs --key to verify it first")
@@ -291,12 +333,14 @@ def _explain(args: argparse.Namespace, out: Output) -> int:
     else:
         if not args.tenant:
             raise InvalidInput("explain needs --tenant with --db (or --bundle)")
-        if args.witness_key or args.witnesses is not None:
-            raise InvalidInput("--witness-key and --witnesses check a bundle (--bundle)")
+        if args.witness_key or args.witnesses is not None or args.max_age is not None:
+            raise InvalidInput("--witness-key, --witnesses and --max-age check a bundle (--bundle)")
+        trail_keys = found_trail_keys(args)
         store = open_existing(args.db)
         try:
-            # Verifies the whole chain up to the row's latest hash before any text is made.
-            sentences = explain_stored(store, args.tenant, args.operation_id)
+            # Verifies the whole chain up to the row's latest hash, and every event's trail tag,
+            # before any text is made.
+            sentences = explain_stored(store, args.tenant, args.operation_id, trail_keys=trail_keys)
             events = operation_events(store, args.tenant, args.operation_id)
         finally:
             store.close()
@@ -309,11 +353,17 @@ def _explain(args: argparse.Namespace, out: Output) -> int:
                 "sentences": sentences,
                 "events": len(events),
                 "chain_verified": True,
+                "tags_verified": args.bundle is None and trail_keys is not None,
             }
         )
         return 0
     for sentence in sentences:
         out.line(sentence.render())
-    if args.bundle is None:
-        out.line(f"hash chain verified over {len(events)} event(s)")
+    if args.bundle is None and trail_keys is not None:
+        out.line(f"hash chain and trail tags verified over {len(events)} event(s)")
+    elif args.bundle is None:
+        out.line(
+            f"hash chain verified over {len(events)} event(s); trail tags not checked (no "
+            "trail key found)"
+        )
     return 0

@@ -20,6 +20,7 @@ from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
 from effectledger.audit.witnessing import parse_witnesses
 from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
 from effectledger.cli.output import Output
+from effectledger.cli.protection import add_key_dir, found_trail_keys, log_signer, sealer_memory
 
 __all__ = ["LOOP_MIN_BATCH", "register", "seal_line"]
 
@@ -31,8 +32,10 @@ def _key_file(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--key-file",
         type=Path,
-        help=f"file holding the log's signer key string (default: ${KEY_ENV})",
+        help=f"file holding the log's signer key string (default: ${KEY_ENV}, else the "
+        "key directory's log.key)",
     )
+    add_key_dir(parser)
 
 
 def register(actions: Commands) -> None:
@@ -59,11 +62,18 @@ def register(actions: Commands) -> None:
     add_db(seal)
     seal.add_argument("--tenant", help="seal only this tenant (default: every tenant)")
     _key_file(seal)
-    seal.add_argument(
+    memory = seal.add_mutually_exclusive_group()
+    memory.add_argument(
         "--memory",
         type=Path,
         help="file where the sealer keeps the last tree it signed per log, outside the "
-        "database (kept beside the key): an emptied, rolled-back or forked log is then refused",
+        "database: an emptied, rolled-back or forked log is refused before any signature "
+        "(default: sealer-memory.json in the key directory, the worker's too)",
+    )
+    memory.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="keep no memory: trust the database's own latest checkpoint",
     )
     seal.add_argument(
         "--witness",
@@ -190,9 +200,10 @@ def _keygen(args: argparse.Namespace, out: Output) -> int:
 
 
 def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> LogSealer:
-    signer = load_signer(args.key_file)  # a bad key fails before the store is opened
-    path = getattr(args, "memory", None)
+    signer = log_signer(args)  # a bad key fails before the store is opened
+    path = sealer_memory(args)
     memory = None if path is None else SealerMemory(path)
+    trail_keys = found_trail_keys(args)  # only events the trail key tagged are sealed
     looping = getattr(args, "loop", False)
     min_batch = getattr(args, "min_batch", None) or (
         min(LOOP_MIN_BATCH, batch_size) if looping else 1
@@ -207,6 +218,7 @@ def _sealer(args: argparse.Namespace, batch_size: int = DEFAULT_BATCH_SIZE) -> L
         min_batch=min_batch,
         max_wait=max_wait,
         witnesses=witnesses,
+        trail_keys=trail_keys,
     )
 
 

@@ -7,6 +7,7 @@ import argparse
 from effectledger.app.config import CONFIG_VARIABLE, SETTINGS, load_config
 from effectledger.cli.options import Commands, add_json
 from effectledger.cli.output import Output
+from effectledger.store import redact
 
 __all__ = ["register"]
 
@@ -37,6 +38,8 @@ def _show(args: argparse.Namespace, out: Output) -> int:
         value = config[setting.key]
         if setting.secret:
             value = "(set)" if value is not None else "(unset)"
+        elif setting.url and value is not None:
+            value = redact(str(value))
         rows.append(
             {
                 "section": setting.section,
@@ -51,8 +54,9 @@ def _show(args: argparse.Namespace, out: Output) -> int:
         out.json({"settings": rows})
         return 0
     width = max(len(f"{row['section']}.{row['setting']}") for row in rows)
+    unset = {setting.key: setting.unset for setting in SETTINGS}
     for row in rows:
-        shown = "off" if row["value"] is None else str(row["value"])
+        shown = unset[row["setting"]] if row["value"] is None else str(row["value"])
         name = f"{row['section']}.{row['setting']}"
         source = row["source"]
         if not source.startswith("$"):

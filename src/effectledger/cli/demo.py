@@ -4,6 +4,9 @@ An agent proposes a refund of 30; policy requires approval; a reviewer approves 
 agent's edit to 35 is refused; the dispatch performs the refund and loses the reply; a repeated
 call makes no new attempt; recovery asks the receiver and reconciles. Tables show the proposal,
 the approval, the operation, the capacity and the audit trail, with the receiver's own count.
+The ledger is protected as ``effectledger migrate`` protects a new one (a key directory beside
+it with a trail key and a log key); the story ends by sealing the log, exporting its bundle and
+verifying it with the printed verifier key, and prints the ``audit verify`` command to do it again.
 
 The demo's clock starts one recovery interval before the real time and is advanced by that
 interval for recovery, so its events are stamped in the recent past and ``audit seal`` run
@@ -17,6 +20,9 @@ import tempfile
 from pathlib import Path
 
 from effectledger.app.ledger import EffectLedger
+from effectledger.app.protection import create_keys
+from effectledger.audit.keys import origin_for
+from effectledger.audit.sealer import SealReport
 from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
@@ -27,6 +33,7 @@ from effectledger.errors import EffectLedgerError, InvalidInput
 from effectledger.events.chain import verify_chain
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.extras import require_extra
+from effectledger.keyfiles import SQLITE_SUFFIX
 from effectledger.ledger import LedgerSettings
 from effectledger.model.operations import Context, DestinationRef
 from effectledger.store import open_store
@@ -35,6 +42,8 @@ __all__ = ["register", "run_demo"]
 
 LEDGER_FILE = "ledger.db"
 RECEIVER_FILE = "receiver.db"
+KEY_DIRECTORY = LEDGER_FILE + SQLITE_SUFFIX
+BUNDLE_FILE = "evidence.jsonl"
 
 
 def register(commands: Commands) -> None:
@@ -75,7 +84,7 @@ def _prepare(folder: Path | None) -> Path:
         return Path(tempfile.mkdtemp(prefix="effectledger-demo-"))
     if folder.exists() and not folder.is_dir():
         raise InvalidInput(f"--dir {folder} is not a folder", field="dir")
-    for name in (LEDGER_FILE, RECEIVER_FILE):
+    for name in (LEDGER_FILE, RECEIVER_FILE, KEY_DIRECTORY, BUNDLE_FILE):
         if (folder / name).exists():
             raise InvalidInput(
                 f"--dir {folder} already holds {name}; give a new or empty folder", field="dir"
@@ -91,19 +100,49 @@ def run_demo(out: Output, folder: Path | None = None) -> int:
     """Tell the story; return the exit code (0 when every check of the story held)."""
     folder = _prepare(folder)
     ledger_path, receiver_path = folder / LEDGER_FILE, folder / RECEIVER_FILE
-    settings = LedgerSettings()
+    keys = create_keys(folder / KEY_DIRECTORY)
+    signer = keys.load_signer()
+    settings = LedgerSettings(trail_keys=keys.trail_keys)
     clock = ManualClock(SystemClock().now() - settings.recover_after)
     store = open_store(f"sqlite:///{ledger_path}")
     receiver = SimulatedReceiver(receiver_path, submit_mode=SubmitMode.ACCEPT_THEN_LOSE_REPLY)
     try:
-        app = EffectLedger(store, settings=settings, clock=clock)
-        return _story(out, app, receiver, clock)
+        app = EffectLedger(store, settings=settings, clock=clock, signer=signer)
+        told, operation_id = _story(out, app, receiver, clock)
+        verified = _evidence(out, app, folder / BUNDLE_FILE, keys.verifier_key() or "")
+        _where_to_look(out, store.url, receiver, operation_id)
+        return told if verified else 1
     finally:
         store.close()
         receiver.close()
 
 
-def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock) -> int:
+def _evidence(out: Output, app: EffectLedger, bundle: Path, verifier_key: str) -> bool:
+    """Seal the log, export its bundle and verify it offline with the verifier key alone."""
+    from effectledger.audit.verify import verify_bundle
+
+    v = out.value
+    auditor = Context(tenant_id="acme", actor_id="auditor", roles=frozenset({"auditor"}))
+    sealed = app.seal(auditor)
+    app.export(auditor, bundle)
+    report = verify_bundle(bundle, [verifier_key], origin=origin_for("acme"))
+    verdict = "[green]verified[/green]" if report.ok else f"[red]{report.findings[0].code}[/red]"
+    waited = "" if sealed.max_delay is None else f" (the longest waited {_seconds(sealed)} s)"
+    out.styled(
+        f"Sealed {v(sealed.sealed)} events under the log key{waited}; the exported bundle "
+        f"{v(bundle)} is {verdict} with the verifier key alone."
+    )
+    out.line(f"The ledger's keys are in {bundle.parent / KEY_DIRECTORY} (never in the database).")
+    out.line(f"Verifier key, for reviewers: {verifier_key}")
+    out.line("A reviewer with nothing but the bundle and that key verifies it:")
+    out.line(f"  effectledger audit verify --bundle {bundle} --key {verifier_key} --tenant acme")
+    return report.ok
+
+
+def _story(
+    out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: ManualClock
+) -> tuple[int, str]:
+    """Tell the story; its exit code (0 when every check held) and the operation's id."""
     v = out.value
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
@@ -206,9 +245,12 @@ def _story(out: Output, app: EffectLedger, receiver: SimulatedReceiver, clock: M
         f"{counts.submissions} submission, {counts.lookups} lookup, "
         f"[bold]{counts.effects} effect[/bold]."
     )
-    _where_to_look(out, ledger.store.url, receiver, operation_id)
     ok = counts.effects == 1 and refused.reason == "digest_mismatch"
-    return 0 if ok else 1
+    return 0 if ok else 1, operation_id
+
+
+def _seconds(sealed: SealReport) -> str:
+    return "-" if sealed.max_delay is None else f"{sealed.max_delay.total_seconds():.0f}"
 
 
 def _where_to_look(out: Output, url: str, receiver: SimulatedReceiver, operation_id: str) -> None:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from effectledger.app.protection import create_keys
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.output import Output
 from effectledger.clock import ManualClock
 from effectledger.destinations.secrets import env_secret
-from effectledger.ledger import Ledger
+from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.ledger.evidence import load_evidence
 from effectledger.model.operations import (
     Command,
@@ -46,8 +47,9 @@ def run_http_demo(out: Output, folder: Path | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     token = os.environ.setdefault(_TOKEN_VARIABLE, os.urandom(12).hex())
     clock = ManualClock()
+    keys = create_keys(folder / "ledger.db.keys")  # protected as a ledger migrate makes
     store = open_store(f"sqlite:///{folder / 'ledger.db'}")
-    ledger = Ledger(store, clock=clock)
+    ledger = Ledger(store, clock=clock, settings=LedgerSettings(trail_keys=keys.trail_keys))
     agent = Context(tenant_id="acme", actor_id="support-agent-7")
     with serve(folder / "receiver.db", token=token) as receiver:
         destination = reference_destination(

@@ -8,17 +8,25 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from effectledger.app import EffectLedger
+from effectledger.app.protection import find_keys, warn_unprotected
 from effectledger.audit.moving import move_ledger
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
 from effectledger.cli.output import Output, jsonable
+from effectledger.cli.protection import (
+    add_key_dir,
+    check_key_dir,
+    configured_key_dir,
+    migrate_keys,
+    shown_keys,
+    summary_lines,
+)
 from effectledger.destinations.simulated import LookupMode, SimulatedReceiver
 from effectledger.errors import InvalidInput
-from effectledger.events.authentication import trail_keys_from_environment
 from effectledger.ledger import Ledger, LedgerSettings
 from effectledger.model.operations import Context, Operation
 from effectledger.sql import migrations
-from effectledger.store import open_store, redact
+from effectledger.store import Store, open_store, redact
 from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
 
 __all__ = ["EXIT_UNCERTAIN", "operation_document", "register"]
@@ -37,9 +45,23 @@ def register(commands: Commands) -> None:
         "several processes migrate at the same time. The only command besides demo that "
         "creates a database. With --from and --to, copy a whole ledger into an empty one "
         "(every table, in one transaction of the target), verify it there (rows, trails, "
-        "logs and checkpoints) and commit only then: on any failure the target stays empty.",
+        "logs and checkpoints) and commit only then: on any failure the target stays empty. "
+        "A new ledger gets a key directory with a trail key and a log key (only the verifier "
+        "key is printed); --create-keys makes one for an older ledger.",
     )
     add_db(migrate)
+    add_key_dir(migrate)
+    keys = migrate.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--create-keys",
+        action="store_true",
+        help="make the key directory of a ledger that already holds events and has none",
+    )
+    keys.add_argument(
+        "--no-keys",
+        action="store_true",
+        help="migrate without making or looking for keys (the ledger runs unprotected)",
+    )
     migrate.add_argument("--from", dest="from_url", metavar="URL", help="the ledger to move")
     migrate.add_argument(
         "--to", dest="to_url", metavar="URL", help="the empty store to move it into"
@@ -57,6 +79,7 @@ def register(commands: Commands) -> None:
         "still uncertain. Reads an existing ledger only.",
     )
     add_db(status)
+    add_key_dir(status)
     status.add_argument("--tenant", required=True, help="tenant id")
     status.add_argument("operation_id", nargs="?", help="one operation to show")
     status.add_argument("--limit", type=int, default=50, help="operations to list (default 50)")
@@ -64,7 +87,8 @@ def register(commands: Commands) -> None:
         "--summary",
         action="store_true",
         help="the tenant's figures instead: operations by state, uncertain ones and the oldest "
-        "one's age, events waiting to be sealed",
+        "one's age, events waiting to be sealed, and the ledger's keys (or what runs "
+        "unprotected without them)",
     )
     status.add_argument(
         "--fail-on-uncertain",
@@ -83,6 +107,7 @@ def register(commands: Commands) -> None:
         "the application declares; with --receiver, the simulated receiver's existing file.",
     )
     add_db(recover)
+    add_key_dir(recover)
     source = recover.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--app",
@@ -111,20 +136,27 @@ def register(commands: Commands) -> None:
 def _migrate(args: argparse.Namespace, out: Output) -> int:
     if args.from_url is not None or args.to_url is not None:
         return _move(args, out)
+    check_key_dir(args)  # a PostgreSQL ledger with no key directory: refused before migrating
     store = open_store(args.db, migrate=False)
     try:
         applied = store.migrate()
         latest = migrations(store.dialect)[-1][0]
+        if not out.json_mode:
+            _migrated(out, applied, latest)
+        keys = migrate_keys(store, args, out)
     finally:
         store.close()
     if out.json_mode:
-        out.json({"applied": applied, "version": latest})
-    elif applied:
+        out.json({"applied": applied, "version": latest, "keys": keys})
+    return 0
+
+
+def _migrated(out: Output, applied: list[int], latest: int) -> None:
+    if applied:
         names = ", ".join(f"{version:04d}" for version in applied)
         out.line(f"applied migration(s) {names}; schema at version {latest}")
     else:
         out.line(f"schema already at version {latest}; nothing to apply")
-    return 0
 
 
 def _move(args: argparse.Namespace, out: Output) -> int:
@@ -190,6 +222,7 @@ def _status(args: argparse.Namespace, out: Output) -> int:
         return _summary(args, out)
     store = open_existing(args.db)
     try:
+        _warn_if_replicas_lag(store, out)
         ledger = Ledger(store)
         context = Context(tenant_id=args.tenant, actor_id=OPERATOR)
         if args.operation_id:
@@ -210,12 +243,22 @@ def _status(args: argparse.Namespace, out: Output) -> int:
     return EXIT_UNCERTAIN if uncertain and args.fail_on_uncertain else 0
 
 
+def _warn_if_replicas_lag(store: Store, out: Output) -> None:
+    """Warn on standard error when the database's standbys replicate asynchronously."""
+    replication = getattr(store, "replication", None)  # only a PostgreSQL store has standbys
+    warning = replication().warning() if replication is not None else None
+    if warning is not None:
+        out.line(f"warning: {warning}", err=True)
+
+
 def _summary(args: argparse.Namespace, out: Output) -> int:
     if args.operation_id:
         raise InvalidInput("--summary covers the whole tenant; name no operation", field="summary")
     with EffectLedger(open_existing(args.db)) as ledger:
+        _warn_if_replicas_lag(ledger.store, out)
         auditor = Context(tenant_id=args.tenant, actor_id=OPERATOR, roles=frozenset({"auditor"}))
         summary = ledger.summary(auditor)
+        keys = shown_keys(ledger.store, args)
     age = summary.oldest_uncertain_age
     lag = summary.seal_lag
     if out.json_mode:
@@ -227,6 +270,7 @@ def _summary(args: argparse.Namespace, out: Output) -> int:
                 "oldest_uncertain_age_s": None if age is None else age.total_seconds(),
                 "seal_pending": summary.seal_pending,
                 "seal_lag_s": None if lag is None else lag.total_seconds(),
+                "keys": keys,
             }
         )
     else:
@@ -236,6 +280,7 @@ def _summary(args: argparse.Namespace, out: Output) -> int:
         out.line(f"uncertain: {summary.uncertain}{oldest}")
         waited = "" if lag is None else f", the oldest waiting {lag.total_seconds():.0f} s"
         out.line(f"not yet sealed: {summary.seal_pending} event(s){waited}")
+        summary_lines(out, keys)
     failing = summary.uncertain and args.fail_on_uncertain
     return EXIT_UNCERTAIN if failing else 0
 
@@ -276,10 +321,12 @@ def _recover(args: argparse.Namespace, out: Output) -> int:
             return _recover_passes(args, out, lambda: ledger.recover(limit=args.limit))
         finally:
             ledger.close()
-    # A keyed ledger's worker tags its events like the application (a bad key fails here).
-    settings = LedgerSettings(trail_keys=trail_keys_from_environment())
     store = open_existing(args.db)
     try:
+        # It tags its events like the application: the same trail key (a bad key fails here).
+        found = find_keys(store, args.db, key_dir=configured_key_dir(args))
+        warn_unprotected(args.db, found)
+        settings = LedgerSettings(trail_keys=found.trail_keys)
         receiver = SimulatedReceiver(
             args.receiver,
             account_id=args.account,

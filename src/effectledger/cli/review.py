@@ -25,6 +25,7 @@ from effectledger.app.keys import ApiKeys
 from effectledger.cli.application import load_ledger
 from effectledger.cli.options import Commands, add_db, add_json
 from effectledger.cli.output import Output
+from effectledger.display import hidden_in, json_to_reveal
 from effectledger.errors import InvalidInput, NotAuthenticated
 from effectledger.model import Context
 
@@ -136,7 +137,11 @@ def _proposals(args: argparse.Namespace, out: Output) -> int:
         proposal = entry.proposal
         out.line(f"{proposal.proposal_id}  {proposal.action}  {proposal.target}")
         out.line(f"  proposer {proposal.proposer_id}; {proposal.units} units of {proposal.pool}")
-        out.line(f"  arguments {dict(proposal.arguments)}")
+        # Output.line reveals it once: each hidden character shows as \u27e8U+XXXX\u27e9.
+        out.line(f"  arguments {json_to_reveal(proposal.arguments)}")
+        hidden = hidden_in([proposal.target, proposal.arguments])
+        if hidden:
+            out.line(f"  warning: holds hidden characters ({', '.join(hidden)}), shown as marks")
         out.line(f"  {entry.waits_for}")
         out.line(f"  {entry.to_dict(page.read_at)['expires']}")
         out.line(f"  digest {proposal.digest}")

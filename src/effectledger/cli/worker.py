@@ -71,8 +71,8 @@ _OPTIONS = (
         "--seal-interval",
         float,
         "seal_interval_s",
-        "seconds between sealing passes, 0 for no sealing (sealing needs a log key, "
-        "$EFFECTLEDGER_LOG_KEY)",
+        "seconds between sealing passes, 0 for no sealing (with the log key the application's "
+        "connect() found: the key directory's, or $EFFECTLEDGER_LOG_KEY)",
     ),
     ("--batch", int, "batch", "operations one pass takes at most"),
 )
@@ -103,6 +103,15 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
             default=None,
             help=f"{meaning} (default {shown}; {setting.variable})",
         )
+    group.add_argument(
+        "--sealer-memory",
+        metavar="PATH",
+        dest="sealer_memory",
+        default=None,
+        help="file where the sealer keeps the last tree it signed per log, outside the "
+        "database: a rolled-back or forked log is refused before any signature (default: "
+        "sealer-memory.json in the ledger's key directory; EFFECTLEDGER_WORKER_SEALER_MEMORY)",
+    )
 
 
 def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
@@ -121,6 +130,7 @@ def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
         recovery_threads=chosen("recovery_threads"),
         seal_interval=seal or None,
         seal_witnesses=config["seal_witnesses"],
+        sealer_memory=getattr(args, "sealer_memory", None) or config["sealer_memory"],
         batch=chosen("batch"),
     )
     return Worker(ledger, settings)

@@ -42,10 +42,11 @@ them.
     │         reason: bundle_malformed, checkpoint_missing, checkpoint_malformed,
     │                 checkpoint_origin_mismatch, checkpoint_signature_invalid, unknown_key,
     │                 checkpoint_inconsistent, checkpoint_deleted, checkpoint_reordered,
-    │                 inclusion_proof_invalid, event_edited, event_deleted, event_reordered,
-    │                 event_inserted, operation_deleted, log_root_mismatch, log_emptied,
-    │                 log_rolled_back, log_forked, witness_refused, cosignature_missing,
-    │                 cosignature_invalid, evidence_missing, evidence_edited
+    │                 inclusion_proof_invalid, event_edited, event_not_authentic,
+    │                 event_deleted, event_reordered, event_inserted, operation_deleted,
+    │                 log_root_mismatch, log_emptied, log_rolled_back, log_forked,
+    │                 witness_refused, cosignature_missing, cosignature_invalid,
+    │                 cosignature_stale, evidence_missing, evidence_edited
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)

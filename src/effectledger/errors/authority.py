@@ -32,7 +32,8 @@ class ApprovalRefused(ReasonedError):
     """An approval or denial could not be recorded; ``reason`` says why (stable code).
 
     Reasons: ``digest_mismatch`` (the approver was shown another proposal), ``self_approval``,
-    ``not_an_approver``, ``expired``.
+    ``not_an_approver``, ``expired``, ``already_admitted`` (the proposal's operation exists: it
+    is decided, and its effect may be under way).
     """
 
     code = "approval_refused"

@@ -29,8 +29,10 @@ class TamperedProposal(IntegrityError):
 class TamperedOperation(IntegrityError):
     """An operation's row disagrees with its hash-chained trail or its authority: not dispatched.
 
-    ``details["reason"]``: ``chain_broken``, ``state_not_in_trail``, ``command_not_admitted``,
-    ``command_not_proposed``, ``approval_not_in_trail`` or ``proposal_denied``.
+    ``details["reason"]``: ``chain_broken``, ``sealed_event_edited``, ``sealed_event_deleted``,
+    ``trail_not_authentic``, ``state_not_in_trail``, ``command_not_admitted``,
+    ``key_not_admitted``, ``destination_not_admitted``, ``command_not_proposed``,
+    ``approval_not_in_trail`` or ``proposal_denied``.
     """
 
     code = "tampered_operation"
@@ -77,6 +79,7 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "checkpoint_inconsistent",
         "inclusion_proof_invalid",
         "event_edited",
+        "event_not_authentic",
         "event_deleted",
         "event_reordered",
         "event_inserted",
@@ -90,6 +93,7 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "witness_refused",
         "cosignature_missing",
         "cosignature_invalid",
+        "cosignature_stale",
         "evidence_missing",
         "evidence_edited",
     )

@@ -156,6 +156,10 @@ def insert_operation_row(
     # taken (an earlier admission, or a concurrent one that committed first), and only then
     # is the stored operation read and compared.
     at_us = now_us(ledger.clock)
+    # The key every submission, lookup and resend of this operation carries. It is written
+    # into the admission event as well as the row, so that the trail key authenticates it: a
+    # row given a new key (to make the destination see a new request) is refused at the claim.
+    idempotency_key = f"el-{new_id()}"
     head = tx.one("event_head", trail)
     sequence = 1 if head is None else int(head["sequence"]) + 1
     event = write_event(
@@ -168,7 +172,13 @@ def insert_operation_row(
         now_us=at_us,
         keys=ledger.settings.trail_keys,
         evidence_reference=draft["admission_reference"],
-        details={"revision": draft["revision"], "fingerprint": draft["fingerprint"]},
+        details={
+            "revision": draft["revision"],
+            "fingerprint": draft["fingerprint"],
+            "idempotency_key": idempotency_key,
+            "destination_account": draft["destination_account"],
+            "destination_endpoint": draft["destination_endpoint"],
+        },
         insert=False,
     )
     # One statement inserts the row and, only if it did, its event.
@@ -177,7 +187,7 @@ def insert_operation_row(
         {
             **draft,
             **event,
-            "idempotency_key": f"el-{new_id()}",
+            "idempotency_key": idempotency_key,
             "event_sequence": sequence,
             "now_us": at_us,
         },

@@ -77,7 +77,7 @@ def claim_row(
     :class:`DestinationMismatch` if ``bound_to`` is not the operation's destination.
     """
     operation_id = row["operation_id"]
-    if row["state"] != OperationState.READY.value:
+    if row["state"] != OperationState.READY:  # a StrEnum equals its value
         return None
     # The stored bytes themselves must still hash to the admitted fingerprint.
     command = row["command_json"].encode()
@@ -158,7 +158,7 @@ def claim_locked(
 ) -> PreparedAttempt | None:
     """Lock the operation and claim it if it is READY (at ``expected_version``, when given)."""
     row = _locked(tx, context, operation_id)
-    if row["state"] != OperationState.READY.value:
+    if row["state"] != OperationState.READY:  # a StrEnum equals its value
         return None
     if expected_version is not None and int(row["version"]) != expected_version:
         return None
@@ -231,7 +231,7 @@ def claim_or_status(
     row = ledger.store.one("operation_dispatch", key(context.tenant_id, operation_id))
     if row is None or row["requester_id"] != context.actor_id:
         raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
-    if row["state"] != OperationState.READY.value:
+    if row["state"] != OperationState.READY:  # a StrEnum equals its value
         return result_from_row(row)
     attempt_id = new_id()
     try:
@@ -335,7 +335,7 @@ def release_in(
     if row is None or row["requester_id"] != context.actor_id:
         raise NotFound(f"no operation {operation_id}", operation_id=operation_id)
     stale = int(row["version"]) != expected_version
-    if row["state"] != OperationState.READY.value or stale:
+    if row["state"] != OperationState.READY or stale:
         return result_from_row(row), False
     updated = write_transition(
         tx,

@@ -7,12 +7,19 @@ a claim commits, :func:`check_dispatchable` reads the trail in the claim's own t
 refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless
 
 - the trail is an unbroken hash chain that contains the row's latest event;
-- every event the log has sealed still gives its sealed leaf (sealed is final);
+- every event the log has sealed still gives its sealed leaf, and the trail still reaches the
+  last position the log sealed of it (sealed is final: ``sealed_event_edited``,
+  ``sealed_event_deleted``);
 - when the ledger holds trail keys, every event of the trail carries a trail tag that one of
   them computed for that event (:mod:`effectledger.events.authentication`): an administrator
-  who rewrites events and recomputes their hashes cannot recompute the tags;
+  who rewrites events and recomputes their hashes cannot recompute the tags. A retired key
+  vouches only for events recorded before its retirement (``retired_key``), so its holder
+  cannot make a new trail dispatch; a later ``TrailRetagged`` event tagged by a key held
+  vouches for the events before it (``effectledger audit retag``);
 - the trail implies the state being claimed (READY);
-- the command's fingerprint is the one the chained ``OperationAdmitted`` event admitted;
+- the command's fingerprint is the one the chained ``OperationAdmitted`` event admitted, and so
+  are the idempotency key and the destination: a row given a new key would make the
+  destination see a new request (``key_not_admitted``, ``destination_not_admitted``);
 - for an operation admitted on a proposal: the command, destination, pool and units are the
   proposal's (its digest recomputed), no denial preceded the admission, and the consumed
   approval is backed by its chained ``ApprovalGranted`` / ``PreauthorizationApplied`` event
@@ -29,7 +36,7 @@ event with a correct hash) is described in ``docs/evidence.md``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
@@ -42,7 +49,7 @@ from effectledger.model.operations import Command, OperationState, Row
 from effectledger.model.states import AUDIT_ONLY, EventType, implied_state
 from effectledger.store import Transaction
 
-__all__ = ["authorized_command", "check_dispatchable"]
+__all__ = ["admitted_delivery", "authorized_command", "check_dispatchable", "check_lookup_key"]
 
 _DECISIONS = frozenset({EventType.APPROVAL_GRANTED, EventType.PREAUTHORIZATION_APPLIED})
 
@@ -82,6 +89,13 @@ def check_dispatchable(
         verify_stored_chain(events)
     except ChainBreak as exc:
         raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
+    if events and int(events[0]["sealed_through"] or 0) > len(events):
+        raise _refuse(
+            row,
+            "sealed_event_deleted",
+            f"the log sealed {int(events[0]['sealed_through'])} events of its trail, which now "
+            f"holds {len(events)}: sealed events were deleted",
+        )
     edited = sealed_edit(events)
     if edited is not None:
         raise _refuse(
@@ -114,6 +128,7 @@ def check_dispatchable(
     admitted = [event for event in trail if event["event_type"] == EventType.OPERATION_ADMITTED]
     if not admitted or _details(admitted[-1]).get("fingerprint") != row["fingerprint"]:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
+    _check_admitted_delivery(row, _details(admitted[-1]))
     if row["proposal_id"] is None:
         return None
     if proposal is None:
@@ -125,16 +140,95 @@ def check_dispatchable(
     return proposal.digest
 
 
+def admitted_delivery(details: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The idempotency key and destination an ``OperationAdmitted`` event's details admitted.
+
+    ``None`` for an event admitted before the admission carried them (such an operation's key is
+    trusted from its row, as it always was).
+    """
+    found = (
+        details.get("idempotency_key"),
+        details.get("destination_account"),
+        details.get("destination_endpoint"),
+    )
+    if all(value is None for value in found):
+        return None
+    key, account, endpoint = found
+    return (str(key), str(account), str(endpoint))
+
+
+def _check_admitted_delivery(row: Row, details: Mapping[str, Any]) -> None:
+    admitted = admitted_delivery(details)
+    if admitted is None:
+        return
+    key, account, endpoint = admitted
+    if row["idempotency_key"] != key:
+        raise _refuse(
+            row,
+            "key_not_admitted",
+            "its idempotency key is not the one its admission recorded",
+        )
+    if (row["destination_account"], row["destination_endpoint"]) != (account, endpoint):
+        raise _refuse(
+            row,
+            "destination_not_admitted",
+            "its destination is not the one its admission recorded",
+        )
+
+
+def check_lookup_key(
+    tx: Transaction, row: Row, attempt: Row, *, keys: TrailKeys | None = None
+) -> None:
+    """Refuse a lookup (or resend) under ``attempt`` unless its key and destination are the ones
+    the operation's authenticated admission recorded.
+
+    The trail is read and verified (chain, sealed positions, tags) as a claim reads it; an
+    attempt row given another key would have the destination asked about a request never made,
+    and its "not found" taken for "never sent". Raises :class:`TamperedOperation` (reasons as
+    :func:`check_dispatchable`); nothing is written.
+    """
+    events = tx.all(
+        "events_for_operation", {"tenant_id": row["tenant_id"], "operation_id": row["operation_id"]}
+    )
+    try:
+        verify_stored_chain(events)
+    except ChainBreak as exc:
+        raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
+    if events and int(events[0]["sealed_through"] or 0) > len(events):
+        raise _refuse(row, "sealed_event_deleted", "sealed events of its trail were deleted")
+    if keys is not None:
+        _check_tags(row, events, keys)
+    admitted = [event for event in events if event["event_type"] == EventType.OPERATION_ADMITTED]
+    if not admitted:
+        raise _refuse(row, "command_not_admitted", "its trail holds no admission")
+    delivery = admitted_delivery(_details(admitted[-1]))
+    if delivery is None:
+        return
+    key, account, endpoint = delivery
+    if attempt["idempotency_key"] != key or row["idempotency_key"] != key:
+        raise _refuse(
+            row, "key_not_admitted", "its attempt's idempotency key is not the one admitted"
+        )
+    if (attempt["destination_account"], attempt["destination_endpoint"]) != (account, endpoint):
+        raise _refuse(
+            row, "destination_not_admitted", "its attempt's destination is not the one admitted"
+        )
+
+
 def _check_tags(row: Row, trail: Sequence[Row], keys: TrailKeys) -> None:
-    for event in trail:
-        problem = keys.problem(event["event_hash"], event["trail_tag"])
-        if problem is not None:
-            raise _refuse(
-                row,
-                "trail_not_authentic",
-                f"event {event['sequence']} of its trail is not authenticated by the ledger's "
-                f"trail key ({problem})",
-            )
+    found = keys.trail_problem(trail)
+    if found is not None:
+        event, problem = found
+        why = (
+            "tagged by a trail key retired before it was recorded"
+            if problem == "retired_key"
+            else "not authenticated by the ledger's trail key"
+        )
+        raise _refuse(
+            row,
+            "trail_not_authentic",
+            f"event {event['sequence']} of its trail is {why} ({problem})",
+        )
 
 
 def _details(event: Row) -> dict[str, Any]:

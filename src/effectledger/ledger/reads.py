@@ -65,11 +65,13 @@ def replayed_result(row: Row | None, context: Context) -> DispatchResult | None:
     """The recorded state in a ``proposal_replay`` row when the call replays a finished
     ``perform`` by the same actor: whichever approval it names, an admitted proposal is not
     admitted again, and the presented approval is not spent."""
+    if row is None:
+        return None
+    state = row["state"]
     if (
-        row is None
-        or row["state"] is None  # nothing admitted yet
+        state is None  # nothing admitted yet
+        or state == OperationState.READY  # a StrEnum equals its value: no ``.value`` call
         or row["requester_id"] != context.actor_id
-        or row["state"] == OperationState.READY.value
     ):
         return None
     return result_from_row(row)

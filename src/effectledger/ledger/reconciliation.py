@@ -8,11 +8,13 @@ explicit retry policy moves a RETRY_PENDING operation back to READY (``RetryAuth
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from effectledger._failpoints import crash_point
-from effectledger.errors import CommitUncertain, InvalidTransition, NotFound
+from effectledger.errors import CommitUncertain, InvalidTransition, NotFound, TamperedOperation
+from effectledger.ledger.integrity import check_lookup_key
 from effectledger.ledger.settings import DueWork, LedgerParts, LedgerSettings, micros
 from effectledger.ledger.stored import attempt_from_row, result_from_row
 from effectledger.ledger.trail import key, now_us, write_transition
@@ -30,6 +32,8 @@ from effectledger.model.operations import (
 )
 from effectledger.model.states import EventType
 from effectledger.store import Store, Transaction
+
+log = logging.getLogger("effectledger.ledger")
 
 __all__ = [
     "Reserved",
@@ -91,6 +95,8 @@ def reserve_in(
         or int(attempt["recover_after_us"]) > at_us
     ):
         return None
+    # The destination is asked only about the request the authenticated admission made.
+    check_lookup_key(tx, row, attempt, keys=ledger.settings.trail_keys)
     next_us = at_us + micros(ledger.settings.lookup_interval)
     tx.run("attempt_reschedule", {**attempt_key, "recover_after_us": next_us})
     updated = write_transition(
@@ -143,9 +149,19 @@ def reserve_due_in(
             escalated.append((tenant_id, operation_id))
             written.append((tenant_id, operation_id, updated["last_event_hash"], None))
             continue
-        attempt = reserve_in(
-            tx, ledger, tenant_id, operation_id, item["attempt_id"], one, actor=actor
-        )
+        try:
+            attempt = reserve_in(
+                tx, ledger, tenant_id, operation_id, item["attempt_id"], one, actor=actor
+            )
+        except TamperedOperation as exc:  # nothing written for it: the others go on
+            log.error(
+                "not looking up %s/%s: %s (%s)",
+                tenant_id,
+                operation_id,
+                exc.code,
+                exc.details.get("reason"),
+            )
+            continue
         if attempt is not None:
             lookups.append(attempt)
             written.extend(one)

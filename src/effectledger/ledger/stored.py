@@ -107,18 +107,31 @@ def attempt_from_row(row: Row) -> Attempt:
     )
 
 
+_STATES = {state.value: state for state in OperationState}
+"""Each state by its stored name: a dictionary read where ``OperationState(...)`` is two calls."""
+
+
 def result_from_row(row: Row) -> DispatchResult:
     """What an ``operations`` row reports to a caller."""
+    stored = row["state"]
+    try:
+        state = _STATES[stored]
+    except KeyError:  # not a state: raise as the enum does
+        state = OperationState(stored)
     return DispatchResult(
         operation_id=row["operation_id"],
-        state=OperationState(row["state"]),
+        state=state,
         provider_reference=row["provider_reference"],
         attempt_id=row["active_attempt_id"],
     )
 
 
-def proposal_from_row(row: Row) -> Proposal:
-    """A proposal row as a record, its digest recomputed and compared."""
+def proposal_from_row(row: Row, *, digest: str | None = None) -> Proposal:
+    """A proposal row as a record, its digest recomputed and compared.
+
+    ``digest``: the stored digest's string, for a row that carries it as its stored bytes
+    (``proposal_replay``'s ``stored_digest``) rather than as the ``digest`` column.
+    """
     proposal = Proposal(
         tenant_id=row["tenant_id"],
         proposal_id=row["proposal_id"],
@@ -135,7 +148,7 @@ def proposal_from_row(row: Row) -> Proposal:
         policy_version=row["policy_version"],
         expires_at=from_micros(int(row["expires_us"])),
         correlation=json.loads(row["correlation_json"]),
-        digest=row["digest"],
+        digest=row["digest"] if digest is None else digest,
         created_at=from_micros(int(row["created_us"])),
     )
     # The stored digest says its encoding version (v2, or v1 for proposals made before it).

@@ -42,28 +42,34 @@ class LedgerSummary:
     seal_lag: timedelta | None
 
     def prometheus(self) -> str:
-        """The figures in the Prometheus text exposition format, labelled by tenant."""
+        """The figures in the Prometheus text exposition format, labelled by tenant.
+
+        The labels are the gauges' attribute names as an OpenTelemetry Prometheus exporter
+        writes them (``effectledger.tenant_id`` -> ``effectledger_tenant_id``), so one alert rule
+        reads either source.
+        """
         tenant = self.tenant_id.replace("\\", "\\\\").replace('"', '\\"')
+        by = f'effectledger_tenant_id="{tenant}"'
         lines = [
             "# HELP effectledger_operations Operations by state.",
             "# TYPE effectledger_operations gauge",
             *(
-                f'effectledger_operations{{tenant="{tenant}",state="{state}"}} {count}'
+                f'effectledger_operations{{{by},effectledger_state="{state}"}} {count}'
                 for state, count in self.by_state.items()
             ),
             "# HELP effectledger_uncertain_operations Operations whose effect may have happened.",
             "# TYPE effectledger_uncertain_operations gauge",
-            f'effectledger_uncertain_operations{{tenant="{tenant}"}} {self.uncertain}',
+            f"effectledger_uncertain_operations{{{by}}} {self.uncertain}",
             "# HELP effectledger_uncertain_oldest_age_seconds Age of the oldest uncertain one.",
             "# TYPE effectledger_uncertain_oldest_age_seconds gauge",
-            f'effectledger_uncertain_oldest_age_seconds{{tenant="{tenant}"}} '
+            f"effectledger_uncertain_oldest_age_seconds{{{by}}} "
             f"{_seconds(self.oldest_uncertain_age)}",
             "# HELP effectledger_seal_pending_events Audit events not yet sealed.",
             "# TYPE effectledger_seal_pending_events gauge",
-            f'effectledger_seal_pending_events{{tenant="{tenant}"}} {self.seal_pending}',
+            f"effectledger_seal_pending_events{{{by}}} {self.seal_pending}",
             "# HELP effectledger_seal_lag_seconds Age of the oldest event not yet sealed.",
             "# TYPE effectledger_seal_lag_seconds gauge",
-            f'effectledger_seal_lag_seconds{{tenant="{tenant}"}} {_seconds(self.seal_lag)}',
+            f"effectledger_seal_lag_seconds{{{by}}} {_seconds(self.seal_lag)}",
         ]
         return "\n".join(lines) + "\n"
 

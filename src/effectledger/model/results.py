@@ -93,7 +93,8 @@ class EffectResult:
 
     def __post_init__(self) -> None:
         # Strings are accepted so that every producer yields the enums, whatever it passed.
-        object.__setattr__(self, "outcome", EffectOutcome(self.outcome))
+        if type(self.outcome) is not EffectOutcome:
+            object.__setattr__(self, "outcome", EffectOutcome(self.outcome))
         if self.reason is not None:
             object.__setattr__(self, "reason", DenialReason(self.reason))
 

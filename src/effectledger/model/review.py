@@ -14,7 +14,11 @@ from typing import Any
 
 from effectledger.model.authority import Proposal
 
-__all__ = ["PendingPage", "PendingProposal", "QueueOrder", "expiry_phrase"]
+__all__ = ["CURSOR_PATTERN", "PendingPage", "PendingProposal", "QueueOrder", "expiry_phrase"]
+
+
+CURSOR_PATTERN = r"^(\d{1,19})\.([A-Za-z0-9][A-Za-z0-9._:@-]{0,127})$"
+"""What a queue page's ``next_cursor`` looks like (the HTTP API's schema states the same)."""
 
 
 class QueueOrder(enum.StrEnum):
@@ -198,6 +202,28 @@ class ProposalReview:
         current = self.current_resource_version
         return current is not None and current != self.proposal.resource_version
 
+    def refusal_to(self, *, granting: bool) -> tuple[str, str] | None:
+        """``(reason, sentence)`` when this reviewer's approval (``granting``) or denial of the
+        proposal must be refused now, else ``None``: the page offers only decisions it would
+        take. A proposal admitted is refused ``already_admitted``, as the authority refuses it.
+        """
+        if self.refusal is not None:
+            return self.refusal, _REFUSALS.get(self.refusal, self.refusal)
+        if self.state is not ReviewState.WAITING and not (
+            self.state is ReviewState.APPROVED and not granting
+        ):
+            code = (
+                "already_admitted"
+                if self.state is ReviewState.ADMITTED
+                else f"proposal_{self.state.value}"
+            )
+            return code, f"This proposal is {self.state.value}: {self.standing}."
+        if granting and self.reviewer_approved:
+            return "already_approved", "You approved this proposal already; another approver must."
+        if granting and self.stale:
+            return "stale_resource_version", f"Not approved: {self.standing}."
+        return None
+
     @property
     def standing(self) -> str:
         """Where the proposal stands and what a new decision needs, in one sentence."""
@@ -210,3 +236,9 @@ class ProposalReview:
         if self.state is ReviewState.DENIED:
             return f"it was denied by {self.denied_by} ({self.denial_reason}); {_NEXT[self.state]}"
         return _NEXT[self.state]
+
+
+_REFUSALS = {
+    "self_approval": "You proposed this yourself; its policy needs another person to approve it.",
+    "not_an_approver": "Your roles do not include one this action's policy lets approve it.",
+}

@@ -55,6 +55,7 @@ class EventType(enum.StrEnum):
     MANUAL_REVIEW_ASSIGNED = "ManualReviewAssigned"
     RETRY_AUTHORIZED = "RetryAuthorized"
     AUDIT_CORRECTION = "AuditCorrection"
+    TRAIL_RETAGGED = "TrailRetagged"
     CAPACITY_LIMIT_SET = "CapacityLimitSet"
 
 
@@ -258,6 +259,16 @@ TRANSITIONS: tuple[Transition, ...] = (
         to_state=None,
         actor="auditor",
         meaning="an auditor appended a correction of an earlier event",
+    ),
+    Transition(
+        step="re-tag",
+        event=EventType.TRAIL_RETAGGED,
+        from_states=frozenset(
+            {None, S.READY, S.IN_PROGRESS, S.RETRY_PENDING, S.OUTCOME_UNKNOWN, S.MANUAL_REVIEW}
+        ),
+        to_state=None,
+        actor="key rotation",
+        meaning="the trail so far was checked and vouched for under the current trail key",
     ),
     Transition(
         step="set capacity limit",

@@ -41,10 +41,19 @@ from starlette.types import Receive, Scope, Send
 
 from effectledger.receiver.store import ReceiverStore
 
-__all__ = ["ConnectionDropped", "ReceiverFaults", "create_app"]
+__all__ = ["ConnectionDropped", "FaultRefused", "ReceiverFaults", "create_app"]
 
 _COLLECTION = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _KEY = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+class FaultRefused(ValueError):
+    """A fault switch change the receiver refuses: ``field`` names the switch."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
 
 
 class ConnectionDropped(Exception):
@@ -75,17 +84,28 @@ class ReceiverFaults:
     slow_lookup_s: float = 0.0
 
     def update(self, changes: dict[str, Any]) -> None:
-        """Set the named switches (unknown names raise ``KeyError``, bad types ``TypeError``)."""
-        fields = {f.name: f for f in dataclasses.fields(self)}
+        """Set the named switches, all or none: an unknown name or a value of the wrong kind
+        raises :class:`FaultRefused` naming the switch and what it takes."""
+        fields = {f.name for f in dataclasses.fields(self)}
+        checked: dict[str, Any] = {}
         for name, value in changes.items():
             if name not in fields:
-                raise KeyError(name)
+                raise FaultRefused(
+                    str(name)[:64],
+                    f"no switch {str(name)[:64]!r}; the switches: " + ", ".join(sorted(fields)),
+                )
             current = getattr(self, name)
-            if type(value) is not type(current) and not (
-                isinstance(current, float) and type(value) is int
-            ):
-                raise TypeError(name)
-            setattr(self, name, type(current)(value))
+            if isinstance(current, float):
+                ok = type(value) in (int, float) and value >= 0
+                wants = "a number of seconds, 0 or more"
+            else:
+                ok = type(value) is int and value >= 0
+                wants = "a whole number (a count, or an HTTP status), 0 or more"
+            if not ok:
+                raise FaultRefused(name, f"{name} must be {wants}")
+            checked[name] = type(current)(value)
+        for name, value in checked.items():
+            setattr(self, name, value)
 
     def take(self, name: str) -> bool:
         """Use up one count of switch ``name``; whether it fired."""
@@ -207,10 +227,18 @@ def create_app(
         try:
             changes = json.loads(await request.body())
             if not isinstance(changes, dict):
-                raise TypeError("faults")
+                raise FaultRefused("body", "the body must be a JSON object of switches")
             switches.update(changes)
-        except (ValueError, KeyError, TypeError, RecursionError):
-            return _error(400, "bad_faults")
+        except FaultRefused as refused:
+            return JSONResponse(
+                {"error": "bad_faults", "field": refused.field, "message": refused.message},
+                status_code=400,
+            )
+        except (ValueError, RecursionError):
+            return JSONResponse(
+                {"error": "bad_faults", "field": "body", "message": "the body is not JSON"},
+                status_code=400,
+            )
         return JSONResponse(dataclasses.asdict(switches))
 
     routes = [

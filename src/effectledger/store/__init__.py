@@ -19,6 +19,7 @@ from effectledger.model.operations import Row
 
 __all__ = [
     "BACKENDS",
+    "Identifiers",
     "Row",
     "Store",
     "Transaction",
@@ -115,6 +116,16 @@ def redact(text: str) -> str:
     """
     text = _URL_PASSWORD.sub(r"\g<keep>***@", text)
     return _KEYWORD_PASSWORD.sub(r"\g<keep>***", text)
+
+
+class Identifiers(dict[str, str]):
+    """Named-query parameters that are all well-formed identifiers, each already checked (by
+    :func:`~effectledger.model.operations.validate_identifier`, or a :class:`Context`'s own
+    check): ASCII without NUL, and no hash among them. :meth:`Store.one` sends them as they are,
+    where other parameters are first checked (:func:`refuse_unstorable_text`) and their hashes
+    packed: the check would find nothing, on a replay's hot path."""
+
+    __slots__ = ()
 
 
 def refuse_unstorable_text(params: Mapping[str, Any]) -> None:

@@ -27,7 +27,6 @@ The dialects' batch runners are :mod:`effectledger.store.group_sqlite` and
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from effectledger._failpoints import crash_point
 from effectledger.errors import InvalidInput, StorageBusy
+from effectledger.store import forks
 
 __all__ = [
     "ALONE",
@@ -137,6 +137,11 @@ class GroupCommitter:
         self.by_label = by_label
         """Batch only writes of one label (one kind of transaction) together."""
         self._reset()
+        forks.watch(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's queue and lock are not this process's."""
+        self._reset()
 
     def alone(self) -> bool:
         """Whether this thread is running a write alone (the store then bypasses the queue)."""
@@ -144,7 +149,6 @@ class GroupCommitter:
 
     def _reset(self) -> None:
         self._here = threading.local()
-        self._pid = os.getpid()
         self._condition = threading.Condition(threading.Lock())
         self._queue: list[Member[Any]] = []
         self._leading = False
@@ -161,8 +165,6 @@ class GroupCommitter:
         rerun_on: tuple[type[Exception], ...],
     ) -> T:
         """Run ``body`` in the next batch (see the module); answer after its commit."""
-        if os.getpid() != self._pid:  # a forked child: the parent's queue and lock are not ours
-            self._reset()
         member: Member[T] = Member(body, label, budget_s, rerun_on)
         condition = self._condition
         with condition:

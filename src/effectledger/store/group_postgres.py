@@ -39,7 +39,7 @@ def run_batch(store: PostgresStore, members: list[Member[Any]]) -> bool:
 
     budgets = [left for member in members if (left := member.left_s()) is not None]
     deadline = None if not budgets else time.monotonic() + max(0.001, min(budgets))
-    opening: list[Queued] = [(_OWN["begin_write"], None)]
+    opening: list[Queued] = store._opening(_OWN["begin_write"])
     if deadline is not None:
         opening = store._begin_write_until(deadline)
     try:

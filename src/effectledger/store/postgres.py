@@ -19,7 +19,6 @@ moves a ledger to another store is :mod:`effectledger.store.postgres_copy`.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -34,13 +33,14 @@ from psycopg_pool import ConnectionPool
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.operations import Row
 from effectledger.sql import load_queries, load_statements
-from effectledger.store import redact
+from effectledger.store import Identifiers, forks, redact
 from effectledger.store.batching import GroupCommitter, on_off
 from effectledger.store.hashes import storable
 from effectledger.store.postgres_errors import RETRY_STATES, Lost, translate
 from effectledger.store.postgres_rows import hash_dict_row
 from effectledger.store.postgres_schema import check_existing, migrate
 from effectledger.store.postgres_transaction import Queued, Transaction
+from effectledger.store.replication import Replication
 from effectledger.store.retry import RetryBudget
 
 __all__ = ["PostgresStore"]
@@ -59,7 +59,11 @@ _STORE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "max_attempts": int,
     "migrate": lambda value: value.lower() in {"1", "true", "yes", "on"},
     "group_commit": str,
+    "pooler": str,
 }
+# How a connection pooler in front of the server hands out server connections (see ``pooler``).
+POOLERS = frozenset({"none", "session", "transaction"})
+_READ_ONLY = "25006"  # read_only_sql_transaction
 _CONNECT_TIMEOUT_S = 10  # libpq waits forever for an unreachable host unless told otherwise
 _OWN = load_statements("postgres", "store.sql")  # the store's own statements
 
@@ -90,6 +94,7 @@ class PostgresStore:
         url: str | None = None,
         create: bool = True,
         group_commit: bool | str = False,
+        pooler: str = "none",
     ) -> None:
         if schema is not None and _SCHEMA_NAME.fullmatch(schema) is None:
             raise InvalidInput("schema must be 1-63 characters of a-z, 0-9 and _", field="schema")
@@ -97,11 +102,25 @@ class PostgresStore:
             raise InvalidInput("need 0 <= pool_min_size <= pool_max_size and pool_max_size >= 1")
         if pool_timeout_s <= 0 or lock_timeout_ms < 0 or max_attempts < 1:
             raise InvalidInput("pool_timeout_s > 0, lock_timeout_ms >= 0 and max_attempts >= 1")
+        if pooler not in POOLERS:
+            raise InvalidInput(
+                f"pooler is one of {', '.join(sorted(POOLERS))} (PgBouncer's pool_mode)",
+                field="pooler",
+            )
+        # Behind PgBouncer in transaction mode (``pooler=transaction``) a client's connection
+        # is a different server connection in each transaction: nothing may rest on session
+        # state. No server-side prepared statements (psycopg prepares a query it has run five
+        # times, on the server connection it happened to have), and the schema and the lock
+        # timeout are set in every transaction, for that transaction only.
+        self.pooler = pooler
+        self.transaction_pooled = pooler == "transaction"
         # The URL as shown (messages, logs, repr): never with its password.
         self.url = redact(url or conninfo)
         self.schema = schema
         self._conninfo = conninfo
         self._connect_options: dict[str, Any] = {"autocommit": True, "row_factory": hash_dict_row}
+        if self.transaction_pooled:
+            self._connect_options["prepare_threshold"] = None
         try:
             parsed = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -117,7 +136,8 @@ class PostgresStore:
             self._group = committer(self)
         self.lock_timeout_ms = lock_timeout_ms
         self._queries = load_queries("postgres")
-        self._pid = os.getpid()
+        self._forked = False
+        forks.watch(self)
         self._pool: ConnectionPool[_Connection] = ConnectionPool(
             conninfo,
             connection_class=_Connection,
@@ -131,7 +151,7 @@ class PostgresStore:
         )
         self._pool_open = False
         if not create:  # read the schema as it is: never create or migrate it
-            check_existing(self._connect, self.schema)
+            check_existing(self._connect, self.schema, self._local_settings())
         elif migrate:
             self.migrate()  # on a connection of its own: a bad URL fails here, with the reason
 
@@ -164,7 +184,10 @@ class PostgresStore:
     # -- connections ---------------------------------------------------------------------
 
     def _configure(self, connection: _Connection) -> None:
-        """Give every new pooled connection the store's search path and lock timeout."""
+        """Give every new pooled connection the store's search path and lock timeout (behind a
+        transaction pooler, each transaction gets them instead: :meth:`_opening`)."""
+        if self.transaction_pooled:
+            return
         if self.schema is not None:
             connection.execute(_OWN["set_search_path"], {"schema": self.schema})
         connection.execute(_OWN["set_lock_timeout"], {"lock_timeout": f"{self.lock_timeout_ms}ms"})
@@ -173,14 +196,35 @@ class PostgresStore:
         """A configured connection of its own, outside the pool (schema work)."""
         connection = _Connection.connect(self._conninfo, **self._connect_options)
         try:
+            self._check_pooler(connection)
             self._configure(connection)
         except BaseException:
             connection.close()
             raise
         return connection
 
+    def _check_pooler(self, connection: _Connection) -> None:
+        """Refuse a pooler the URL does not name: behind PgBouncer in transaction mode the
+        session settings and psycopg's prepared statements of one client land on server
+        connections that other clients then use (another ledger's schema, included)."""
+        if self.pooler != "none":
+            return
+        row = connection.execute(_OWN["backend_pid"]).fetchone()
+        if row is not None and row["pid"] != connection.info.backend_pid:
+            raise InvalidInput(
+                "the store URL reaches PostgreSQL through a connection pooler (the server "
+                "process differs from the one the connection was given): add pooler=transaction "
+                "to the URL if it pools by transaction (PgBouncer's pool_mode = transaction), "
+                "or pooler=session if it keeps one server connection per client",
+                field="pooler",
+            )
+
+    def after_fork(self) -> None:
+        """In a forked child: the pool is the parent's, refused from now on."""
+        self._forked = True
+
     def _checked_pool(self) -> ConnectionPool[_Connection]:
-        if os.getpid() != self._pid:
+        if self._forked:  # set in the child as the fork returns (store.forks)
             # The pool's sockets and threads belong to the parent; using them here would
             # interleave two processes' messages on one connection.
             raise StorageError("a PostgreSQL store cannot cross a fork: open one in this process")
@@ -197,7 +241,7 @@ class PostgresStore:
 
     def close(self) -> None:
         """Close the pool and every connection in it."""
-        if os.getpid() == self._pid:
+        if not self._forked:
             self._pool.close()
 
     # -- transactions --------------------------------------------------------------------
@@ -228,6 +272,8 @@ class PostgresStore:
                 if connection.broken:
                     raise Lost(exc, at_commit=False) from exc
                 _rollback(connection)
+                if exc.sqlstate == _READ_ONLY:  # a demoted primary: never hand it out again
+                    connection.close()
                 raise
             except BaseException:
                 _rollback(connection)
@@ -245,7 +291,21 @@ class PostgresStore:
         left_ms = max(1, int(_left_s(deadline) * 1000))
         lock_ms = left_ms if self.lock_timeout_ms == 0 else min(left_ms, self.lock_timeout_ms)
         timeouts = {"lock": f"{lock_ms}ms", "statement": f"{left_ms}ms"}
-        return [(_OWN["begin_write"], None), (_OWN["budgeted_timeouts"], timeouts)]
+        return [
+            *self._opening(_OWN["begin_write"]),
+            (_OWN["budgeted_timeouts"], timeouts),
+        ]
+
+    def _opening(self, begin: str) -> list[Queued]:
+        """The statements that open a transaction: ``begin``, and behind a transaction pooler
+        the schema and the lock timeout for this transaction alone."""
+        if not self.transaction_pooled:
+            return [(begin, None)]
+        opening: list[Queued] = [(begin, None)]
+        if self.schema is not None:
+            opening.append((_OWN["local_search_path"], {"schema": self.schema}))
+        opening.append((_OWN["local_lock_timeout"], {"lock_timeout": f"{self.lock_timeout_ms}ms"}))
+        return opening
 
     def _run(
         self,
@@ -257,7 +317,7 @@ class PostgresStore:
     ) -> T:
         retries = RetryBudget(label, self.max_attempts, budget_s)
         for attempt in retries.attempts():
-            opening: list[Queued] = [(begin, None)]
+            opening = self._opening(begin)
             if retries.deadline is not None:  # only writes have a budget
                 opening = self._begin_write_until(retries.deadline)
             try:
@@ -269,7 +329,13 @@ class PostgresStore:
                 raise translate(exc, label) from exc.error
             except psycopg.Error as exc:  # also PoolTimeout
                 error = translate(exc, label, attempts=attempt)
-                rerun = (exc.sqlstate or "") in RETRY_STATES or isinstance(error, rerun_on)
+                # A server that only reads may be a primary demoted by a failover: a fresh
+                # connection (``target_session_attrs=read-write``) finds the new one.
+                rerun = (
+                    (exc.sqlstate or "") in RETRY_STATES
+                    or exc.sqlstate == _READ_ONLY
+                    or isinstance(error, rerun_on)
+                )
                 if rerun and retries.may_retry():
                     continue
                 raise error from exc
@@ -309,7 +375,10 @@ class PostgresStore:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name, re-run on a fresh connection if the connection broke."""
-        params = storable(params)
+        if self.transaction_pooled:  # the schema is set per transaction: read in one
+            return self._run(lambda tx: tx.one(name, params), _OWN["begin_read"], name)
+        if type(params) is not Identifiers:  # checked identifiers are sent as given
+            params = storable(params)
         query = self._queries[name]
         retries = RetryBudget(name, self.max_attempts)
         for _ in retries.attempts():
@@ -330,6 +399,17 @@ class PostgresStore:
                 raise translate(exc, name) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def replication(self) -> Replication:
+        """What the server this store writes to says of its standbys (``effectledger status``
+        warns when a failover could lose an acknowledged write)."""
+        try:
+            with self._checked_pool().connection() as connection:
+                row = connection.execute(_OWN["replication"]).fetchone()
+        except psycopg.Error as exc:
+            raise translate(exc, "replication") from exc
+        assert row is not None
+        return Replication.from_row(row)
+
     # -- schema --------------------------------------------------------------------------
 
     def migrate(self) -> list[int]:
@@ -339,7 +419,13 @@ class PostgresStore:
         lock, so processes that start together apply each migration once and the others find it
         recorded.
         """
-        return migrate(self._connect, create_schema=self.schema is not None)
+        return migrate(
+            self._connect, create_schema=self.schema is not None, local=self._local_settings()
+        )
+
+    def _local_settings(self) -> list[Queued]:
+        """What each schema transaction sets first when session settings cannot be relied on."""
+        return self._opening(_OWN["begin_read"])[1:]
 
     def __repr__(self) -> str:
         parts = urlsplit(self.url)

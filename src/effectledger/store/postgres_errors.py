@@ -37,6 +37,12 @@ class Lost(Exception):
         self.at_commit = at_commit
 
 
+def _said(exc: BaseException) -> str:
+    """The driver's message on one line: libpq separates its hints with newlines and tabs,
+    which an error message (one line on the command line, in a log) shows as escapes."""
+    return " ".join(str(exc).split())
+
+
 def translate(exc: BaseException, label: str, *, attempts: int = 1) -> StorageError:
     """The effectledger error for a driver or pool error raised while running ``label``."""
     if isinstance(exc, Lost):
@@ -46,30 +52,39 @@ def translate(exc: BaseException, label: str, *, attempts: int = 1) -> StorageEr
                 "may or may not have committed",
                 label=label,
             )
-        return StorageError(redact(f"{label}: the connection to PostgreSQL was lost: {exc.error}"))
+        return StorageError(
+            redact(f"{label}: the connection to PostgreSQL was lost: {_said(exc.error)}")
+        )
     if isinstance(exc, PoolTimeout):
         return StorageBusy(f"{label}: no database connection became free in time", label=label)
     if isinstance(exc, psycopg.Error):
         state = exc.sqlstate or ""
         if isinstance(exc, psycopg.IntegrityError) or state.startswith("23"):
-            return ConstraintViolation(redact(f"{label}: the database refused the write: {exc}"))
+            return ConstraintViolation(
+                redact(f"{label}: the database refused the write: {_said(exc)}")
+            )
         if state in _BUSY_STATES:
             return StorageBusy(
                 f"{label}: the database stayed contended ({state})", attempts=attempts
             )
         if state == "53100":  # disk_full
             return StorageFull(
-                redact(f"{label}: the database server's disk is full; nothing was written: {exc}"),
+                redact(
+                    f"{label}: the database server's disk is full; nothing was written: "
+                    f"{_said(exc)}"
+                ),
                 label=label,
             )
         if state == "25006":  # read_only_sql_transaction: a standby, or a read-only server
             return StorageReadOnly(
-                redact(f"{label}: the database server only reads; nothing was written: {exc}"),
+                redact(
+                    f"{label}: the database server only reads; nothing was written: {_said(exc)}"
+                ),
                 label=label,
             )
         if isinstance(exc, pg_errors.UndefinedTable):
             return StorageError(
-                redact(f"{label}: the ledger schema is missing; run migrate: {exc}")
+                redact(f"{label}: the ledger schema is missing; run migrate: {_said(exc)}")
             )
-        return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))
-    return StorageError(redact(f"{label}: {type(exc).__name__}: {exc}"))  # pragma: no cover
+        return StorageError(redact(f"{label}: {type(exc).__name__}: {_said(exc)}"))
+    return StorageError(redact(f"{label}: {type(exc).__name__}: {_said(exc)}"))  # pragma: no cover

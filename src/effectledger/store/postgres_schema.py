@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -13,6 +13,7 @@ from effectledger.errors import InvalidInput, NotFound
 from effectledger.sql import load_queries, load_statements, migrations
 from effectledger.store import announce_migration
 from effectledger.store.postgres_errors import translate
+from effectledger.store.postgres_transaction import Queued
 
 __all__ = ["check_existing", "migrate"]
 
@@ -20,21 +21,23 @@ _Connect = Callable[[], psycopg.Connection[DictRow]]
 _log = logging.getLogger("effectledger.store")
 
 
-def migrate(connect: _Connect, *, create_schema: bool) -> list[int]:
+def migrate(connect: _Connect, *, create_schema: bool, local: Sequence[Queued] = ()) -> list[int]:
     """Apply pending migrations on a connection of its own; return the versions applied.
 
     Each migration is one transaction that first takes an advisory lock on the search path, so
-    processes that start together apply it once and the others find it recorded.
+    processes that start together apply it once and the others find it recorded. ``local``:
+    settings each transaction makes first (behind a transaction pooler, the schema).
     """
     own = load_statements("postgres", "store.sql")
     applied: list[int] = []
     existing: bool | None = None  # whether the ledger had a schema before this call
     try:
         with connect() as connection:
-            # A long migration elsewhere is waited for, not given up on.
-            connection.execute(own["set_lock_timeout"], {"lock_timeout": "0"})
             for version, name, script in migrations("postgres"):
                 with connection.transaction():
+                    for statement, values in local:
+                        connection.execute(statement, values)
+                    connection.execute(own["set_local_lock_timeout_off"])
                     connection.execute(own["migration_lock"])
                     if create_schema:
                         connection.execute(own["schema_create"])
@@ -54,11 +57,13 @@ def migrate(connect: _Connect, *, create_schema: bool) -> list[int]:
     return applied
 
 
-def check_existing(connect: _Connect, schema: str | None) -> None:
+def check_existing(connect: _Connect, schema: str | None, local: Sequence[Queued] = ()) -> None:
     """Raise unless the ledger schema exists and is current; change nothing."""
     latest = migrations("postgres")[-1][0]
     try:
-        with connect() as connection:
+        with connect() as connection, connection.transaction():
+            for statement, values in local:
+                connection.execute(statement, values)
             row = connection.execute(load_queries("postgres")["schema_version"]).fetchone()
     except pg_errors.UndefinedTable as exc:
         where = f"schema {schema}" if schema else "this database"

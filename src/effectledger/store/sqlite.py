@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 from effectledger.errors import InvalidInput, StorageError, StorageReadOnly
 from effectledger.model.operations import Row
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_queries, load_statements
-from effectledger.store import sqlite_schema
+from effectledger.store import Identifiers, forks, sqlite_schema
 from effectledger.store.batching import GroupCommitter, on_off
 from effectledger.store.hashes import storable
 from effectledger.store.retry import RetryBudget
@@ -97,7 +97,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
-        self._pid = os.getpid()
+        forks.watch(self)
         # create=False opens only a file that exists ("mode=rw" never creates one) and that
         # already holds the current schema: a mistyped path must not become an empty ledger.
         self._create = create
@@ -209,16 +209,20 @@ class SQLiteStore:
             self._set_busy_timeout(connection, milliseconds)
             self._local.busy_ms = milliseconds
 
+    def after_fork(self) -> None:
+        """In a forked child: never reuse the parent's handles, open this process's own."""
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections = []
+
     def _connection(self) -> sqlite3.Connection:
-        if os.getpid() != self._pid:  # a forked child must never reuse the parent's handles
-            self._local = threading.local()
-            self._connections = []
-            self._pid = os.getpid()
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        local = self._local  # a forked child has a new one (after_fork): no getpid() per use
+        try:
+            connection: sqlite3.Connection | None = local.connection
+        except AttributeError:
+            connection = None
         if (
-            connection is not None
-            and self._local.read_only
-            and not on_read_only_fs(self.path.parent)
+            connection is not None and local.read_only and not on_read_only_fs(self.path.parent)
         ):  # the file system is writable again: reconnect, in WAL, to the file as it is now
             with self._lock:
                 if connection in self._connections:
@@ -331,8 +335,9 @@ class SQLiteStore:
             raise translate(exc, "read") from exc
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        """One autocommit read by name."""
-        params = storable(params)
+        """One autocommit read by name (:class:`~effectledger.store.Identifiers` sent as given)."""
+        if type(params) is not Identifiers:
+            params = storable(params)
         try:
             row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:

@@ -89,6 +89,7 @@ class Executor:
         self.destination = destination
         self.executor_id = executor_id
         self.guard = guard
+        self._bound: DestinationRef | None = None
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
         """Perform the operation once, or report what was already recorded for it."""
@@ -169,10 +170,17 @@ class Executor:
         return Context(tenant_id=tenant_id, actor_id=self.executor_id)
 
     def _binding(self) -> DestinationRef:
-        """The account and endpoint this executor's destination adapter is bound to."""
-        return DestinationRef(
-            account_id=self.destination.account_id, endpoint=self.destination.endpoint
-        )
+        """The account and endpoint this executor's destination adapter is bound to.
+
+        Checked (as a :class:`DestinationRef`) once, and again only if the adapter's account or
+        endpoint changes: a repeated call compares two strings instead of checking them again.
+        """
+        destination = self.destination
+        account_id, endpoint = destination.account_id, destination.endpoint
+        bound = self._bound
+        if bound is None or bound.account_id != account_id or bound.endpoint != endpoint:
+            bound = self._bound = DestinationRef(account_id=account_id, endpoint=endpoint)
+        return bound
 
     def run_ready(self, *, limit: int = 100) -> list[DispatchResult]:
         """Perform up to ``limit`` READY operations bound to this executor's destination, once each.

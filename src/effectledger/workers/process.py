@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from effectledger.errors import (
+    AuditVerificationFailed,
     CommitUncertain,
     EffectLedgerError,
     LogKeyInvalid,
@@ -59,8 +60,11 @@ class Passes(Protocol):
         """Look up up to ``limit`` due uncertain attempts, escalating what cannot settle."""
         ...
 
-    def seal_pending(self, *, witnesses: Iterable[str] = ()) -> list[SealReport]:
-        """Seal every tenant's pending events, cosigned by the ``URL=KEY`` witnesses."""
+    def seal_pending(
+        self, *, witnesses: Iterable[str] = (), memory: str | None = None
+    ) -> list[SealReport]:
+        """Seal every tenant's pending events, cosigned by the ``URL=KEY`` witnesses, checked
+        against the sealer ``memory`` file (``None``: the ledger's own)."""
         ...
 
 
@@ -182,7 +186,9 @@ class Worker:
     def seal_pass(self) -> int:
         """One sealing pass over every tenant; the number of events sealed."""
         try:
-            reports = self.ledger.seal_pending(witnesses=self.settings.seal_witnesses)
+            reports = self.ledger.seal_pending(
+                witnesses=self.settings.seal_witnesses, memory=self.settings.sealer_memory
+            )
         except LogKeyInvalid as exc:
             raise _SealingOff(exc.message) from exc
         sealed = sum(report.sealed for report in reports)
@@ -275,6 +281,21 @@ class Worker:
                     delay,
                 )
                 if self._wait(delay):
+                    return
+                continue
+            except AuditVerificationFailed as exc:
+                totals.add(errors=1)
+                # The log or an event does not verify: nothing was signed, and nothing will be
+                # until an operator looks (docs/operating.md, "When the sealer refuses").
+                log.error(
+                    '%s: refused to sign [%s/%s]: %s (docs/operating.md, "When the sealer '
+                    'refuses")',
+                    loop.name,
+                    exc.code,
+                    exc.details.get("reason"),
+                    exc.message,
+                )
+                if self._wait(loop.interval):
                     return
                 continue
             except EffectLedgerError as exc:

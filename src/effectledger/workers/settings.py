@@ -18,6 +18,8 @@ class WorkerSettings:
     after a pass that did not fill its batch (``seal_interval=None`` turns sealing off).
     ``dispatch_threads`` / ``recovery_threads``: threads per loop (sealing runs in one).
     ``seal_witnesses``: ``URL=KEY`` of each witness that cosigns the checkpoints (none).
+    ``sealer_memory``: the file where the sealer keeps the last tree it signed per log
+    (``None``: the ledger's own, ``sealer-memory.json`` in its key directory).
     ``batch``: operations a pass takes at most. ``backoff_initial`` / ``backoff_max``: the first
     and the longest wait while the store does not answer (doubling in between).
     """
@@ -28,6 +30,7 @@ class WorkerSettings:
     recovery_threads: int = 1
     seal_interval: float | None = 30.0
     seal_witnesses: tuple[str, ...] = ()
+    sealer_memory: str | None = None
     batch: int = 100
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
@@ -43,6 +46,10 @@ class WorkerSettings:
             raise InvalidInput(
                 "seal_witnesses must be a tuple of URL=KEY strings", field="seal_witnesses"
             )
+        if self.sealer_memory is not None and (
+            not isinstance(self.sealer_memory, str) or not self.sealer_memory.strip()
+        ):
+            raise InvalidInput("sealer_memory must be a file path", field="sealer_memory")
         for name in ("dispatch_threads", "recovery_threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 256:

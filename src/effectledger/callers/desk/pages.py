@@ -7,7 +7,6 @@ page that names the stable code and says what to do; nothing else is shown of th
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -25,7 +24,13 @@ from effectledger.app import EffectLedger
 from effectledger.app.keys import ApiKeys
 from effectledger.callers.desk.security import SECURITY_HEADERS
 from effectledger.callers.desk.sessions import SESSION_LIFETIME, Session, Sessions
-from effectledger.callers.desk.views import capacity_view, manual_reviews, operation_view
+from effectledger.callers.desk.text import hidden_in, marked, shown, shown_json
+from effectledger.callers.desk.views import (
+    capacity_view,
+    manual_reviews,
+    operation_view,
+    proposal_outcome,
+)
 from effectledger.errors import ApprovalRefused, EffectLedgerError, InvalidInput
 from effectledger.model import Observation
 from effectledger.model.review import expiry_phrase
@@ -79,10 +84,12 @@ class _Desk:
             loader=PackageLoader("effectledger.callers.desk", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
         )
-        # JSON as the reviewer reads it (not tojson's \u003c escapes); autoescape makes it safe.
-        self.templates.filters["as_json"] = lambda value: json.dumps(
-            value, ensure_ascii=False, sort_keys=True
-        )
+        # Model-derived text shown with every hidden character visible (text.py): JSON as the
+        # reviewer reads it (not tojson's \u003c escapes), HTML-escaped, its marks wrapped.
+        self.templates.filters["reveal"] = shown
+        self.templates.filters["as_json"] = shown_json
+        self.templates.filters["marked"] = marked
+        self.templates.globals["hidden_in"] = hidden_in
 
     # -- rendering -----------------------------------------------------------------------
 
@@ -236,6 +243,9 @@ class _Desk:
             pool = await run_in_threadpool(
                 self.ledger.capacity, session.context, review.proposal.pool
             )
+            outcome = await run_in_threadpool(
+                proposal_outcome, self.ledger, session.context, review
+            )
         except EffectLedgerError as exc:
             return self.failed(request, session, exc)
         return self.render(
@@ -247,6 +257,16 @@ class _Desk:
             proposal=review.proposal,
             description=self.ledger.registry.get(review.proposal.action).description,
             pool=pool,
+            outcome=outcome,
+            hidden=hidden_in(
+                [
+                    review.proposal.target,
+                    review.proposal.arguments,
+                    review.proposal.correlation,
+                    review.proposal.resource_version,
+                    review.denial_reason or "",
+                ]
+            ),
             expiry=expiry_phrase,
             refusal=refusal,
             done=request.query_params.get("done"),

@@ -15,9 +15,19 @@ from effectledger.app import EffectLedger
 from effectledger.errors import EffectLedgerError
 from effectledger.events.chain import verify_chain
 from effectledger.model import AuditEvent, Context, Operation, OperationState
-from effectledger.model.states import TRANSITIONS, transition
+from effectledger.model.review import ProposalReview, ReviewState
+from effectledger.model.states import TRANSITIONS, EventType, transition
 
-__all__ = ["MachineRow", "OperationView", "capacity_view", "manual_reviews", "operation_view"]
+__all__ = [
+    "Decision",
+    "MachineRow",
+    "OperationView",
+    "ProposalOutcome",
+    "capacity_view",
+    "manual_reviews",
+    "operation_view",
+    "proposal_outcome",
+]
 
 _UNRESOLVED = frozenset(
     {OperationState.IN_PROGRESS, OperationState.OUTCOME_UNKNOWN, OperationState.MANUAL_REVIEW}
@@ -53,6 +63,67 @@ class OperationView:
     next_check: datetime | None = None
     owner: str | None = None
     may_resolve: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """One recorded decision on a proposal, as its trail has it: who, which way, when."""
+
+    actor: str
+    granted: bool
+    at: datetime
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProposalOutcome:
+    """What a proposal's page shows of its outcome, and which decisions it still offers.
+
+    ``may_approve`` and ``may_deny`` are true only when that decision would be accepted now
+    (:meth:`~effectledger.model.review.ProposalReview.refusal_to`): a denied, expired or
+    admitted proposal offers neither, one with every approval it needs offers only a denial.
+    """
+
+    decisions: list[Decision]
+    operation: Operation | None
+    admitted_at: datetime | None
+    may_approve: bool
+    may_deny: bool
+
+
+_DECISIONS = {EventType.APPROVAL_GRANTED.value: True, EventType.APPROVAL_DENIED.value: False}
+
+
+def proposal_outcome(
+    ledger: EffectLedger, context: Context, review: ProposalReview
+) -> ProposalOutcome:
+    """The decisions on the reviewed proposal, its operation once admitted, and what it offers."""
+    proposal = review.proposal
+    events = ledger.events(context, proposal.operation_id)
+    decisions = [
+        Decision(
+            actor=event.actor,
+            granted=_DECISIONS[event.event_type],
+            at=event.recorded_at,
+            sequence=event.sequence,
+        )
+        for event in events
+        if event.event_type in _DECISIONS
+    ]
+    admitted_at = next(
+        (e.recorded_at for e in events if e.event_type == EventType.OPERATION_ADMITTED.value),
+        None,
+    )
+    operation = None
+    if review.state is ReviewState.ADMITTED:
+        operation = ledger.operation(context, proposal.operation_id)
+    return ProposalOutcome(
+        decisions=decisions,
+        operation=operation,
+        admitted_at=admitted_at,
+        may_approve=review.refusal_to(granting=True) is None,
+        may_deny=review.refusal_to(granting=False) is None,
+    )
 
 
 def operation_view(ledger: EffectLedger, context: Context, operation_id: str) -> OperationView:

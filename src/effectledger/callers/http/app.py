@@ -83,6 +83,14 @@ PathId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128)]
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422, 503)
 }
+_JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": "An error, as JSON like every other route's",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for status in _ERRORS
+}
+"""The errors of a route whose success is not JSON (``/metrics``): its errors still are."""
 _bearer = HTTPBearer(auto_error=False, description="An API key: `effectledger keys create`")
 
 
@@ -307,7 +315,7 @@ def create_app(
     @app.get(
         "/metrics",
         response_class=PlainTextResponse,
-        responses=_ERRORS,
+        responses=_JSON_ERRORS,
         tags=["health"],
         summary="The key's tenant's figures in the Prometheus text format (approver or auditor)",
     )

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from effectledger.app.keys import ApiKeys
 from effectledger.errors import (
@@ -176,6 +177,16 @@ def add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
             )
         return _error_of(InvalidInput("the request does not match the API", problems=problems))
 
+    def _allowed(request: Request) -> str:
+        """Every method some route serves at this path (a path served by several routes, one
+        per method, would otherwise name only the first route's methods)."""
+        methods: set[str] = set()
+        for route in request.app.router.routes:
+            match, _ = route.matches({**request.scope, "method": "OPTIONS"})
+            if match is not Match.NONE:
+                methods |= getattr(route, "methods", None) or set()
+        return ", ".join(sorted(methods))
+
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
@@ -184,8 +195,8 @@ def add_error_handlers(app: FastAPI, keys: ApiKeys) -> None:
             refused = error_response(
                 405, "method_not_allowed", f"{request.method} is not allowed here"
             )
-            allow = (exc.headers or {}).get("Allow")
-            if allow is not None:
+            allow = _allowed(request)
+            if allow:
                 refused.headers["Allow"] = allow
             return refused
         return error_response(exc.status_code, "http_error", str(exc.detail))

@@ -36,6 +36,10 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 """An id in a URL path or body: the ledger's identifiers without ``/`` (a path segment)."""
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
+REASON_PATTERN = (
+    "^[^\\u0000\\uD800-\\uDFFF]*[^\\s\\u0000\\uD800-\\uDFFF][^\\u0000\\uD800-\\uDFFF]*$"
+)
+"""A deny reason as the ledger accepts it, as a JSON Schema (ECMA-262) pattern."""
 Digest = Annotated[str, Field(pattern=r"^(v[0-9]+:)?[0-9a-f]{64}$")]  # a v1 or v2 digest
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -88,7 +92,16 @@ class DenyRequest(BaseModel):
     model_config = _CLOSED
 
     digest: Digest
-    reason: Annotated[str, Field(min_length=1, max_length=500)]
+    reason: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=500,
+            # What the ledger checks (check_reason), stated in the schema: not blank, no NUL,
+            # no lone surrogate. Enforced by the ledger, not by this model's validator.
+            json_schema_extra={"pattern": REASON_PATTERN},
+        ),
+    ]
 
 
 class PerformRequest(BaseModel):

@@ -330,8 +330,15 @@ CREATE TABLE log_entries (
     event_id  TEXT   NOT NULL UNIQUE REFERENCES audit_events (event_id),
     leaf_hash BYTEA  NOT NULL CHECK (octet_length(leaf_hash) = 32),
     sealed_us BIGINT NOT NULL,
+    -- The trail position the entry sealed (migration 16; empty for an entry whose event was
+    -- gone when the migration filled them in).
+    operation_id TEXT,
+    sequence  BIGINT CHECK (sequence >= 1),
     PRIMARY KEY (tenant_id, position)
 );
+
+-- A claim reads its operation's sealed positions; the sealer looks one up before sealing it.
+CREATE UNIQUE INDEX log_entries_by_position ON log_entries (tenant_id, operation_id, sequence);
 
 -- One row per tenant log: its size, root, right edge (frontier) and latest checkpoint. The sealer
 -- locks this row for the whole seal transaction, so two sealers never assign the same position.

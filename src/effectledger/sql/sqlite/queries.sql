@@ -232,11 +232,17 @@ INSERT INTO audit_events (
 );
 
 -- name: events_for_operation
--- An operation's events in sequence order, each with the leaf the log sealed it as (sealed_leaf,
--- NULL while it waits for the sealer): a sealed event is compared with its leaf, not trusted.
-SELECT e.*, l.leaf_hash AS sealed_leaf
+-- An operation's events in sequence order, each with the leaf the log sealed at its position
+-- (sealed_leaf, NULL while it waits for the sealer): a sealed event is compared with its leaf, not
+-- trusted, and an event written at a position sealed for another is not the sealed one. Every
+-- row carries sealed_through, the highest position of the operation the log sealed: a trail
+-- shorter than that lost sealed events.
+SELECT e.*, l.leaf_hash AS sealed_leaf,
+       (SELECT max(s.sequence) FROM log_entries AS s
+        WHERE s.tenant_id = :tenant_id AND s.operation_id = :operation_id) AS sealed_through
 FROM audit_events AS e
-LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+LEFT JOIN log_entries AS l
+  ON l.tenant_id = e.tenant_id AND l.operation_id = e.operation_id AND l.sequence = e.sequence
 WHERE e.tenant_id = :tenant_id AND e.operation_id = :operation_id
 ORDER BY e.sequence;
 
@@ -275,8 +281,14 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operati
 
 -- name: proposal_replay
 -- A perform's first read: the proposal and the operation admitted for it, if any. A repeated
--- perform ends here; a first one admits the proposal read here.
-SELECT p.*, o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id
+-- perform ends here; a first one admits the proposal read here. The digest comes as its stored
+-- bytes (``stored_digest``, not a hash column's name, and no DIGEST type: a CAST): a replay
+-- never reads it, and an admission turns it into its string once.
+SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.contract_version,
+       p.target, p.resource_version, p.arguments_json, p.units, p.pool, p.destination_account,
+       p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,
+       CAST(p.digest AS BLOB) AS stored_digest,
+       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
 WHERE p.tenant_id = :tenant_id AND p.proposal_id = :proposal_id;
@@ -530,7 +542,8 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND sequence = :se
 -- One event of an operation, with the leaf the log sealed it as (NULL while it is pending).
 SELECT e.*, l.leaf_hash AS sealed_leaf
 FROM audit_events AS e
-LEFT JOIN log_entries AS l ON l.event_id = e.event_id
+LEFT JOIN log_entries AS l
+  ON l.tenant_id = e.tenant_id AND l.operation_id = e.operation_id AND l.sequence = e.sequence
 WHERE e.tenant_id = :tenant_id AND e.operation_id = :operation_id
   AND e.sequence = :sequence;
 
@@ -565,7 +578,7 @@ SELECT DISTINCT tenant_id FROM log_pending ORDER BY tenant_id;
 SELECT p.pending_id, p.event_id AS pending_event_id, p.recorded_us AS pending_recorded_us,
        e.event_id, e.tenant_id, e.operation_id, e.attempt_id, e.sequence, e.actor,
        e.event_type, e.recorded_us, e.evidence_reference, e.details_json, e.observation_id,
-       e.prev_hash, e.event_hash
+       e.prev_hash, e.event_hash, e.trail_tag
 FROM log_pending AS p
 LEFT JOIN audit_events AS e ON e.event_id = p.event_id
 WHERE p.tenant_id = :tenant_id
@@ -585,8 +598,14 @@ SELECT tenant_id, count(*) AS pending, min(recorded_us) AS oldest_us
 FROM log_pending GROUP BY tenant_id;
 
 -- name: log_entry_insert
-INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, sealed_us)
-VALUES (:tenant_id, :position, :event_id, :leaf_hash, :now_us);
+INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, sealed_us, operation_id, sequence)
+VALUES (:tenant_id, :position, :event_id, :leaf_hash, :now_us, :operation_id,
+        :sequence);
+
+-- name: log_entry_at_position
+-- The entry that sealed a trail position already, if any: the sealer seals each position once.
+SELECT event_id, position FROM log_entries
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND sequence = :sequence;
 
 -- name: log_entries_from
 SELECT l.position, l.event_id AS entry_event_id, l.leaf_hash,
@@ -658,6 +677,10 @@ SELECT * FROM evidence_blobs WHERE tenant_id = :tenant_id AND sha256 = :sha256;
 -- Whether the store answers and its schema is in place (the HTTP API's readiness).
 SELECT max(version) AS schema_version FROM schema_migrations;
 
+-- name: ledger_has_events
+-- Whether any audit event was ever written (a ledger without one gets its keys on migrate).
+SELECT EXISTS (SELECT 1 FROM audit_events) AS found;
+
 -- name: api_key_insert
 INSERT INTO api_keys (key_id, secret_hash, tenant_id, actor_id, roles_json, created_us)
 VALUES (:key_id, :secret_hash, :tenant_id, :actor_id, :roles_json, :now_us);
@@ -698,3 +721,36 @@ JOIN log_checkpoints l
 WHERE c.tenant_id = :tenant_id AND c.witness_key = :witness_key
 ORDER BY c.seq DESC
 LIMIT 1;
+
+-- name: trails_in_flight
+-- The trails a key rotation must re-tag, after the cursor (tenant, operation), in id order: the
+-- operations not yet final and the unexpired proposals not yet admitted. An empty tenant matches
+-- every tenant. An operator's command (audit retag), not a hot path: it reads every such row.
+SELECT tenant_id, operation_id FROM (
+    SELECT tenant_id, operation_id FROM operations
+    WHERE state IN ('READY', 'IN_PROGRESS', 'RETRY_PENDING', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW')
+    UNION
+    SELECT p.tenant_id, p.operation_id FROM proposals AS p
+    WHERE p.expires_us > :now_us AND NOT EXISTS (
+        SELECT 1 FROM operations AS o
+        WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+    )
+) AS t
+WHERE (:tenant_id = '' OR tenant_id = :tenant_id)
+  AND (tenant_id > :after_tenant OR (tenant_id = :after_tenant AND operation_id > :after_operation))
+ORDER BY tenant_id, operation_id
+LIMIT :limit;
+
+-- name: trails_in_flight_count
+-- How many trails trails_in_flight lists in all (the progress of audit retag).
+SELECT count(*) AS trails FROM (
+    SELECT tenant_id, operation_id FROM operations
+    WHERE state IN ('READY', 'IN_PROGRESS', 'RETRY_PENDING', 'OUTCOME_UNKNOWN', 'MANUAL_REVIEW')
+    UNION
+    SELECT p.tenant_id, p.operation_id FROM proposals AS p
+    WHERE p.expires_us > :now_us AND NOT EXISTS (
+        SELECT 1 FROM operations AS o
+        WHERE o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+    )
+) AS t
+WHERE (:tenant_id = '' OR tenant_id = :tenant_id);

@@ -292,8 +292,15 @@ CREATE TABLE log_entries (
     leaf_hash DIGEST BLOB NOT NULL CHECK (length(leaf_hash) = 32
                                OR typeof(leaf_hash) = 'text' AND length(leaf_hash) = 64),
     sealed_us INTEGER NOT NULL,
+    operation_id TEXT,
+    sequence INTEGER CHECK (sequence >= 1),
     PRIMARY KEY (tenant_id, position)
 ) WITHOUT ROWID;
+
+-- The trail position each entry sealed (operation_id, sequence; migration 16, empty for an entry
+-- whose event was gone when the migration filled them in). A claim reads its operation's sealed
+-- positions; the sealer looks one up before sealing it.
+CREATE UNIQUE INDEX log_entries_by_position ON log_entries (tenant_id, operation_id, sequence);
 
 -- One row per tenant log: its size, root, right edge (frontier) and latest checkpoint. The sealer
 -- holds this row for the whole seal transaction, so two sealers never assign the same position.
