@@ -87,6 +87,9 @@ class Soak:
             "SOAK_SLOW_LOOKUP_S": str(args.slow_lookup_s),
             "SOAK_RECOVER_AFTER_S": str(args.recover_after_s),
             "EFFECTLEDGER_LOG_KEY": Signer("soak.example/log", os.urandom(32)).key_string(),
+            # A PostgreSQL ledger keeps its trail key in a key directory: one for the soak,
+            # made by the first connect() and shared by the admitting side and every worker.
+            "EFFECTLEDGER_KEY_DIR": str(folder / "keys"),
         }
         self.env.pop("PYTHONPATH", None)
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -179,7 +182,8 @@ def main() -> int:
 
 def _run(args: argparse.Namespace, url: str, schema: str, folder: Path) -> int:
     soak = Soak(args, url, folder)
-    os.environ["SOAK_RECEIVER"] = soak.env["SOAK_RECEIVER"]  # the admitting side's build()
+    for name in ("SOAK_RECEIVER", "EFFECTLEDGER_KEY_DIR"):  # the admitting side's build()
+        os.environ[name] = soak.env[name]
     build(url).close()  # migrate once before the workers start
     soak.workers = [soak.start_worker() for _ in range(args.workers)]
     witness = soak.workers[0]

@@ -51,7 +51,7 @@ async def main() -> None:
     session = agent.create_session()
     paused = await agent.run("Refund order 1001, it arrived broken.", session=session)
     (request,) = paused.user_input_requests
-    proposal = tool.propose_request(AGENT, request)  # the host proposes, as itself
+    proposal = tool.propose_request(AGENT, request, session=session)  # the host, as itself
     ledger.approve(RITA, proposal)
     saved = json.dumps(session.to_dict(), default=str)
     print("paused:", request.function_call.name)

@@ -25,6 +25,8 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from effectledger.callers.frameworks.openai_agents import ledger_tool
 
+CONVERSATION = "support-chat-1001"
+
 
 async def main() -> None:
     """Pause, propose, approve, resume twice, resume an edited state; print each outcome."""
@@ -37,14 +39,15 @@ async def main() -> None:
 
     asked = agent([function_call("refund_order", REFUND, call_id="call-1")])
     paused = await Runner.run(asked, "Refund order 1001.", context=tool.host(AGENT))
-    proposals = tool.propose_interruptions(AGENT, paused)
+    # the conversation the calls belong to: the SDK keeps none the tool could read
+    proposals = tool.propose_interruptions(AGENT, paused, scope=CONVERSATION)
     for proposal in proposals.values():
         ledger.approve(RITA, proposal)
     saved = paused.to_state().to_string()  # kept server-side
     print("paused:", [item.tool_name for item in paused.interruptions])
 
     async def resume(state: str) -> str:
-        run = await tool.resume(agent(), state, AGENT, proposals)
+        run = await tool.resume(agent(), state, AGENT, proposals, scope=CONVERSATION)
         outputs = [item.output for item in run.new_items if item.type == "tool_call_output_item"]
         answer = json.loads(outputs[0])
         return f"{answer['outcome']} {answer['reason'] or answer['state']}"

@@ -32,11 +32,13 @@ class Answered(Exception):
 
 @dataclass
 class Paused:
-    """What a host keeps at the pause: the saved state, the call id, its handle to resume."""
+    """What a host keeps at the pause: the saved state, the call id, its handle to resume and
+    the conversation the call belongs to (every pause starts a new one)."""
 
     saved: Any
     call_id: str
     handle: Any = None
+    scope: str = ""
 
 
 class Driver(Protocol):
@@ -110,10 +112,10 @@ class MAFDriver:
         response = asyncio.run(agent.run("refund", session=session))
         (request,) = response.user_input_requests
         saved = json.dumps(session.to_dict(), default=str)
-        return Paused(saved, request.function_call.call_id, request)
+        return Paused(saved, request.function_call.call_id, request, session.session_id)
 
     def propose(self, context: Context, paused: Paused) -> Proposal:
-        return self.adapter.propose_request(context, paused.handle)
+        return self.adapter.propose_request(context, paused.handle, session=paused.scope)
 
     def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
         from agent_framework import AgentSession, Message
@@ -135,7 +137,7 @@ class MAFDriver:
     def edited(self, paused: Paused, amount: int) -> Paused:
         state = json.loads(paused.saved)
         _replace_amount(state, amount)
-        return Paused(json.dumps(state), paused.call_id, paused.handle)
+        return Paused(json.dumps(state), paused.call_id, paused.handle, paused.scope)
 
 
 # -- OpenAI Agents SDK --------------------------------------------------------------------------
@@ -150,6 +152,7 @@ class OpenAIAgentsDriver:
         from effectledger.callers.frameworks.openai_agents import ledger_tool
 
         self.adapter = ledger_tool(app, ACTION)
+        self.conversations = 0
 
     def _agent(self, arguments: Mapping[str, Any] | None, call_id: str) -> Any:
         from agents import Agent
@@ -166,10 +169,12 @@ class OpenAIAgentsDriver:
         agent = self._agent(arguments, call_id)
         result = asyncio.run(Runner.run(agent, "refund", context=self.adapter.host(context)))
         (item,) = result.interruptions
-        return Paused(result.to_state().to_string(), str(item.call_id), item)
+        self.conversations += 1
+        scope = f"conversation-{self.conversations}"
+        return Paused(result.to_state().to_string(), str(item.call_id), item, scope)
 
     def propose(self, context: Context, paused: Paused) -> Proposal:
-        return self.adapter.propose_item(context, paused.handle)
+        return self.adapter.propose_item(context, paused.handle, scope=paused.scope)
 
     def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
         from agents import Runner, RunState
@@ -182,7 +187,9 @@ class OpenAIAgentsDriver:
             result = asyncio.run(Runner.run(agent, state))
         else:
             grants = {} if grant is None else {paused.call_id: grant}
-            result = asyncio.run(self.adapter.resume(agent, paused.saved, context, grants))
+            result = asyncio.run(
+                self.adapter.resume(agent, paused.saved, context, grants, scope=paused.scope)
+            )
         (output,) = [i.output for i in result.new_items if i.type == "tool_call_output_item"]
         return tool_json(output)
 
@@ -191,7 +198,7 @@ class OpenAIAgentsDriver:
         _replace_amount(state, amount)
         # the SDK's fingerprint is an unkeyed hash of public fields: an editor drops it
         state["context"]["tool_invocations"] = {}
-        return Paused(json.dumps(state), paused.call_id, paused.handle)
+        return Paused(json.dumps(state), paused.call_id, paused.handle, paused.scope)
 
 
 # -- LangGraph ----------------------------------------------------------------------------------
@@ -241,7 +248,7 @@ class LangGraphDriver:
             version="v2",
         )
         (interrupt,) = result.interrupts
-        return Paused(agent.get_state(config).config, call_id, interrupt)
+        return Paused(agent.get_state(config).config, call_id, interrupt, f"thread-{self.threads}")
 
     def propose(self, context: Context, paused: Paused) -> Proposal:
         return self.adapter.propose(context, paused.handle)
@@ -322,7 +329,7 @@ class PydanticAIDriver:
             ]
             raise Answered(tool_json(part.content))
         saved = ModelMessagesTypeAdapter.dump_json(result.all_messages())
-        return Paused(saved, call_id, requests)
+        return Paused(saved, call_id, requests, result.conversation_id)
 
     def propose(self, context: Context, paused: Paused) -> Proposal:
         # the tool proposed at the pause, as ``deps``; its grant is the request's metadata
@@ -349,7 +356,7 @@ class PydanticAIDriver:
     def edited(self, paused: Paused, amount: int) -> Paused:
         history = json.loads(paused.saved)
         _replace_amount(history, amount)
-        return Paused(json.dumps(history).encode(), paused.call_id, paused.handle)
+        return Paused(json.dumps(history).encode(), paused.call_id, paused.handle, paused.scope)
 
 
 DRIVERS = {

@@ -69,7 +69,7 @@ def _pause(framework: str, world: object, folder: Path) -> tuple[object, Path, G
     checkpoints = saver_contents(driver) if isinstance(driver, LangGraphDriver) else None
     pause_file = folder / "paused.pickle"
     if framework == "openai_agents":  # its resume needs only the saved string
-        paused = Paused(paused.saved, paused.call_id)
+        paused = Paused(paused.saved, paused.call_id, scope=paused.scope)
     pause_file.write_bytes(pickle.dumps((paused, grant, checkpoints)))
     return driver, pause_file, grant
 

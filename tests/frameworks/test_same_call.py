@@ -64,7 +64,9 @@ def test_sixteen_threads_propose_one_call(store_url: str, tmp_path: Path) -> Non
         assert count_rows(store_url, "proposals") == 1
 
 
-def _propose_in_process(store_url: str, directory: str, start: object, out: object) -> None:
+def _propose_in_process(
+    store_url: str, directory: str, start: object, out: object, scope: str = ""
+) -> None:
     world = build_world(store_url, Path(directory), ManualClock())
     try:
         gate = LedgerGate(world.app, "refund_order", framework="langgraph")
@@ -73,22 +75,58 @@ def _propose_in_process(store_url: str, directory: str, start: object, out: obje
             Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"})),
             "call-1",
             REFUND_30,
+            scope=scope,
         )
         out.put(proposal.proposal_id)  # type: ignore[attr-defined]
     finally:
         world.close()
 
 
+def test_sixteen_threads_in_two_conversations_reusing_one_call_id(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Eight threads propose call-1 in one conversation and eight in another, at once: two
+    proposals (one per conversation), each thread gets its conversation's."""
+    with fresh_world(store_url, tmp_path) as world:
+        gate = LedgerGate(world.app, "refund_order", framework="langgraph")
+        barrier = threading.Barrier(16)
+        found: list[tuple[str, str]] = []
+        lock = threading.Lock()
+
+        def propose(scope: str) -> None:
+            barrier.wait(timeout=30)
+            proposal_id = gate.propose(AGENT, "call-1", REFUND_30, scope=scope).proposal_id
+            with lock:
+                found.append((scope, proposal_id))
+
+        scopes = ["thread-a", "thread-b"] * 8
+        threads = [threading.Thread(target=propose, args=(scope,)) for scope in scopes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(found) == 16
+        by_scope = {scope: {pid for s, pid in found if s == scope} for scope in set(scopes)}
+        assert all(len(ids) == 1 for ids in by_scope.values())
+        assert by_scope["thread-a"] != by_scope["thread-b"]
+        assert count_rows(store_url, "proposals") == 2
+
+
 @pytest.mark.slow
-def test_four_processes_propose_one_call(store_url: str, tmp_path: Path) -> None:
-    """Four processes proposing the same call at once store one proposal, all get its id."""
+@pytest.mark.parametrize("scopes", [("",) * 4, ("thread-a", "thread-b") * 2])
+def test_four_processes_propose_one_call(
+    store_url: str, tmp_path: Path, scopes: tuple[str, ...]
+) -> None:
+    """Four processes proposing the same call at once store one proposal per conversation,
+    and every process of a conversation gets its id."""
     with fresh_world(store_url, tmp_path / "setup"):
         pass  # the schema exists before the racers start
     spawn = multiprocessing.get_context("spawn")
     start, out = spawn.Event(), spawn.Queue()
     processes = [
         spawn.Process(
-            target=_propose_in_process, args=(store_url, str(tmp_path / f"p{n}"), start, out)
+            target=_propose_in_process,
+            args=(store_url, str(tmp_path / f"p{n}"), start, out, scopes[n]),
         )
         for n in range(4)
     ]
@@ -100,5 +138,5 @@ def test_four_processes_propose_one_call(store_url: str, tmp_path: Path) -> None
     for process in processes:
         process.join(timeout=60)
         assert process.exitcode == 0
-    assert len(set(ids)) == 1
-    assert count_rows(store_url, "proposals") == 1
+    assert len(set(ids)) == len(set(scopes))
+    assert count_rows(store_url, "proposals") == len(set(scopes))

@@ -27,7 +27,10 @@ from effectledger.errors import AuditVerificationFailed
 __all__ = ["WitnessRefusal", "serve_witness", "submit_checkpoint"]
 
 PATH = "/add-checkpoint"
-_ATTEMPTS = 4  # the first request, then a 409 followed to the named size (racing submitters)
+# The first request, then each 409 followed to the size the witness names, while that size
+# grows: a witness only moves forward, and racing sealers can move it several times between
+# two requests of one of them (16 sealers behind a connection pooler did, in the race tests).
+_ATTEMPTS = 32
 
 
 SOCKET_TIMEOUT_S = 10.0
@@ -147,7 +150,8 @@ def submit_checkpoint(
 ) -> str:
     """The witness's verified cosignature line of ``note``, or :class:`AuditVerificationFailed`.
 
-    A refusal (any answer but 200, after following one 409 to the size the witness names) is
+    A refusal (any answer but 200, after following a 409 to the size the witness names, again
+    while that size grows) is
     reason ``witness_refused`` with ``details["status"]``; a 200 whose line does not verify
     with ``witness_key`` is ``cosignature_invalid``. A witness that cannot be reached raises
     :class:`OSError` (or :class:`http.client.HTTPException`), as ``urllib`` does.
@@ -170,7 +174,10 @@ def submit_checkpoint(
                 )
             return next(line + "\n" for line in text.splitlines() if line.strip())
         if status == 409 and content_type == SIZE_CONTENT_TYPE and text.strip().isdigit():
-            size = int(text.strip())
+            named = int(text.strip())
+            if named <= size and size != old_size:
+                break  # the witness went back, or named the same size again: no progress
+            size = named
             body = proof_from(size)
             continue
         raise AuditVerificationFailed(

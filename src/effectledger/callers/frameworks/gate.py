@@ -31,7 +31,7 @@ from effectledger import (
 from effectledger.actions import Action
 from effectledger.errors import InvalidInput, NotAuthenticated, NotFound
 
-__all__ = ["Grant", "LedgerGate", "refusal", "require_context", "result_text"]
+__all__ = ["Grant", "LedgerGate", "refusal", "require_context", "require_scope", "result_text"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,11 +85,28 @@ def require_context(value: object, where: str) -> Context:
     return value
 
 
+def require_scope(value: object, where: str) -> str:
+    """``value`` as a conversation scope: a non-empty string of at most 256 characters, else
+    :class:`InvalidInput` (field ``scope``) saying what ``where`` needs."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 256:
+        raise InvalidInput(
+            f"{where} needs the conversation the call belongs to (scope=: a session, thread or "
+            "conversation id of 1-256 characters): a model reuses tool-call ids across "
+            "conversations",
+            field="scope",
+        )
+    return value
+
+
 class LedgerGate:
     """One ledger action as a framework sees it: propose a tool call, perform it at execution.
 
-    ``framework`` is recorded in each proposal's correlation; ``scope`` (a thread or session
-    id the host chooses) separates tool-call ids a model may reuse across conversations.
+    ``framework`` is recorded in each proposal's correlation. A tool call's operation is
+    derived from the framework, the actor, the call's conversation (``scope``: a thread,
+    session or conversation id) and its tool-call id: a model reuses call ids across
+    conversations (local models, scripted tests number them from 1), so the same id in two
+    conversations is two proposals and two effects, while the same call proposed again within
+    one conversation is the same proposal.
     """
 
     def __init__(
@@ -106,9 +123,12 @@ class LedgerGate:
         return self.action.name
 
     def operation_id(self, context: Context, tool_call_id: str, scope: str = "") -> str:
-        """The operation id of one tool call of ``context``'s actor: the same on every repeat."""
-        material = "\n".join(
-            (self.framework, context.tenant_id, context.actor_id, scope, tool_call_id)
+        """The operation id of one tool call of ``context``'s actor in conversation ``scope``:
+        the same on every repeat. Each part is length-delimited (a JSON list), so no call id
+        or scope a model or a host chooses can make two calls' material the same."""
+        material = json.dumps(
+            [self.framework, context.tenant_id, context.actor_id, scope, tool_call_id],
+            separators=(",", ":"),
         )
         return f"op-call-{hashlib.sha256(material.encode()).hexdigest()[:40]}"
 
@@ -142,14 +162,18 @@ class LedgerGate:
         *,
         tool_name: str,
         arguments: Mapping[str, Any],
+        call: tuple[str, str] | None = None,
     ) -> EffectResult:
         """Perform the call the framework is about to run, if it is exactly the granted one.
 
         ``context`` is the host's identity on this resume (:class:`NotAuthenticated` if it is
         missing, before anything is read). Without a grant the call has no approval
         (``approval_missing``); another name, other arguments or another digest than the
-        proposal's is ``digest_mismatch``; both write nothing. A proposal ``context`` cannot
-        see goes to the ledger, which gives its own refusal.
+        proposal's is ``digest_mismatch``; both write nothing. ``call``, the ``(tool_call_id,
+        scope)`` the framework runs now when it knows them, binds the grant to this call: a
+        grant of the same call id and arguments in another conversation is ``digest_mismatch``
+        too, never that conversation's recorded result. A proposal ``context`` cannot see goes
+        to the ledger, which gives its own refusal.
         """
         who = require_context(context, f"{self.framework} tool execution")
         found = Grant.coerce(grant)
@@ -165,6 +189,7 @@ class LedgerGate:
             proposal.digest != found.digest
             or proposal.action != tool_name
             or self._normalized(arguments) != dict(proposal.arguments)
+            or (call is not None and proposal.operation_id != self.operation_id(who, *call))
         ):
             return refusal(DenialReason.DIGEST_MISMATCH)
         return self.ledger.perform(who, proposal, approval=found.approval_id)

@@ -2,8 +2,9 @@
 
 :func:`ledger_middleware` returns an agent middleware for ``create_agent`` that brings the
 action's tool and wraps its calls. When the model calls the tool, the middleware pauses the
-graph with LangGraph's own ``interrupt()``, whose value shows the call
-(``{"type": "effectledger_approval", "tool_call_id", "name", "args"}``); the host:
+graph with LangGraph's own ``interrupt()``, whose value shows the call and its conversation
+(``{"type": "effectledger_approval", "tool_call_id", "name", "args", "thread_id",
+"checkpoint_ns"}``); the host:
 
 1. proposes the paused call as its own trusted context (:meth:`LedgerMiddleware.propose`) and
    lets the reviewer approve the proposal in the ledger;
@@ -17,6 +18,12 @@ it is about to run with the granted proposal and performs through the ledger: a 
 ``replayed``, an edited checkpoint ``digest_mismatch``. The tool's own function never runs.
 A reviewer "edit" of the arguments (``HumanInTheLoopMiddleware``) changes the call, so the
 ledger refuses it under the old approval; propose the edited call anew instead.
+
+A call's proposal is scoped to its conversation: the graph's ``thread_id`` and its checkpoint
+namespace (the nodes' path, without LangGraph's per-task ids). The same tool-call id in two
+threads is two proposals; the same call re-run or resumed in one thread is one. On resume the
+middleware recomputes the scope from the live config, so a grant of another thread's call is
+refused (``digest_mismatch``) instead of answering with that thread's result.
 """
 
 from __future__ import annotations
@@ -43,6 +50,23 @@ INTERRUPT_TYPE = "effectledger_approval"
 FRAMEWORK = "langgraph"
 
 ContextOf = Callable[[Any], object]
+
+
+def conversation_scope(thread_id: object, checkpoint_ns: object) -> str:
+    """The scope of a call in thread ``thread_id`` at namespace ``checkpoint_ns``: the thread
+    and the nodes' path (``tools``, ``agent|tools``), LangGraph's task ids left out."""
+    if thread_id is None or not str(thread_id):
+        raise InvalidInput(
+            "a LangGraph run of a ledger tool needs a thread: invoke with a checkpointer and "
+            'config={"configurable": {"thread_id": ...}}',
+            field="thread_id",
+        )
+    return json.dumps([str(thread_id), _node_path(checkpoint_ns)], separators=(",", ":"))
+
+
+def _node_path(checkpoint_ns: object) -> str:
+    """``tools:1f0c...`` -> ``tools``; ``agent:ab|tools:cd`` -> ``agent|tools``."""
+    return "|".join(part.split(":", 1)[0] for part in str(checkpoint_ns or "").split("|") if part)
 
 
 def context_attribute(runtime_context: Any) -> object:
@@ -102,13 +126,23 @@ class LedgerMiddleware:
         self.middleware: AgentMiddleware = EffectLedgerMiddleware()
 
     def propose(self, context: Context, interrupt: Interrupt | Mapping[str, Any]) -> Proposal:
-        """Propose the paused call as the host's ``context``; repeats return the same one."""
+        """Propose the paused call as the host's ``context``, in the thread it paused in;
+        repeats return the same one."""
         value = interrupt if isinstance(interrupt, Mapping) else interrupt.value
         if not isinstance(value, Mapping) or value.get("type") != INTERRUPT_TYPE:
             raise InvalidInput("this interrupt is not an effectledger approval")
         if value.get("name") != self.gate.name:
             raise InvalidInput(f"this interrupt is not a call of {self.gate.name}")
-        return self.gate.propose(context, str(value.get("tool_call_id")), value.get("args") or {})
+        if "thread_id" not in value:
+            raise InvalidInput(
+                "this interrupt names no thread (an older adapter made it): resume it without a "
+                "grant, and propose the call it pauses at again",
+                field="thread_id",
+            )
+        scope = conversation_scope(value.get("thread_id"), value.get("checkpoint_ns"))
+        return self.gate.propose(
+            context, str(value.get("tool_call_id")), value.get("args") or {}, scope=scope
+        )
 
     @staticmethod
     def resume(grants: Mapping[str, Grant | Proposal]) -> Command[Any]:
@@ -134,16 +168,30 @@ class LedgerMiddleware:
                 self._context_of(None if runtime is None else runtime.context),
                 "a LangGraph run (invoke(..., context=...))",
             )
+            configurable = ((None if runtime is None else runtime.config) or {}).get(
+                "configurable"
+            ) or {}
+            thread_id = configurable.get("thread_id")
+            path = _node_path(configurable.get("checkpoint_ns"))
+            scope = conversation_scope(thread_id, path)  # refuses a run without a thread
             decision = interrupt(
                 {
                     "type": INTERRUPT_TYPE,
                     "tool_call_id": call["id"],
                     "name": call["name"],
                     "args": call["args"],
+                    "thread_id": str(thread_id),
+                    "checkpoint_ns": path,
                 }
             )
             grant = Grant.coerce(decision if isinstance(decision, Mapping) else None)
-            result = self.gate.perform(who, grant, tool_name=call["name"], arguments=call["args"])
+            result = self.gate.perform(
+                who,
+                grant,
+                tool_name=call["name"],
+                arguments=call["args"],
+                call=(str(call["id"]), scope),
+            )
         except EffectLedgerError as exc:
             text = json.dumps({"error": exc.to_dict()}, separators=(",", ":"))
             return ToolMessage(

@@ -4,8 +4,9 @@
 still surfaces its own ``function_approval_request`` (its UI and flow keep working), and a
 function middleware that makes the ledger the gate when MAF is about to run the call. The host:
 
-1. runs the agent; at the pause, proposes each requested call as its own trusted context
-   (:meth:`LedgerTool.propose`) and lets the reviewer approve the proposal in the ledger;
+1. runs the agent with a session; at the pause, proposes each requested call as its own
+   trusted context, in that session (:meth:`LedgerTool.propose_request`), and lets the
+   reviewer approve the proposal in the ledger;
 2. resumes with MAF's approval response and ``function_invocation_kwargs=tool.resume(context,
    grants)``: the identity and the grants come from the host on every resume, never from the
    session, whose recorded request and arguments are unsigned.
@@ -13,6 +14,11 @@ function middleware that makes the ledger the gate when MAF is about to run the 
 The middleware reads the call id and the arguments MAF is about to run, performs through the
 ledger (:class:`~effectledger.callers.frameworks.gate.LedgerGate`) and sets the result; the
 tool's own function is never called (reaching it means the middleware is missing: refused).
+
+A call's proposal is scoped to its conversation, the ``AgentSession``'s ``session_id`` (kept
+when the session is saved with ``to_dict`` and restored): the same call id in two sessions is
+two proposals and two effects. On resume the middleware checks that the grant is this
+session's call (else ``digest_mismatch``); a ledger tool run without a session is refused.
 """
 
 from __future__ import annotations
@@ -23,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from effectledger import ActionHandle, Context, EffectLedger, Proposal
 from effectledger.actions import Action
-from effectledger.callers.frameworks.gate import Grant, LedgerGate, result_text
+from effectledger.callers.frameworks.gate import (
+    Grant,
+    LedgerGate,
+    require_context,
+    require_scope,
+    result_text,
+)
 from effectledger.errors import EffectLedgerError, NotPermitted
 from effectledger.extras import require_extra
 
@@ -60,14 +72,18 @@ class LedgerTool:
 
         self.middleware = function_middleware(effectledger_gate)
 
-    def propose(self, context: Context, call_id: str, arguments: Mapping[str, Any]) -> Proposal:
-        """Propose a requested call as the host's ``context``; repeats return the same one."""
-        return self.gate.propose(context, call_id, arguments)
+    def propose(
+        self, context: Context, call_id: str, arguments: Mapping[str, Any], *, session: Any
+    ) -> Proposal:
+        """Propose a requested call of ``session`` (an ``AgentSession`` or its ``session_id``)
+        as the host's ``context``; repeats return the same one."""
+        return self.gate.propose(context, call_id, arguments, scope=_session_scope(session))
 
-    def propose_request(self, context: Context, request: Any) -> Proposal:
-        """Propose the call of a ``function_approval_request`` from ``user_input_requests``."""
+    def propose_request(self, context: Context, request: Any, *, session: Any) -> Proposal:
+        """Propose the call of a ``function_approval_request`` from ``user_input_requests`` of
+        a run in ``session``."""
         call = request.function_call
-        return self.propose(context, call.call_id, call.parse_arguments() or {})
+        return self.propose(context, call.call_id, call.parse_arguments() or {}, session=session)
 
     @staticmethod
     def resume(context: Context, grants: Mapping[str, Grant | Proposal]) -> dict[str, Any]:
@@ -95,11 +111,15 @@ class LedgerTool:
         if not isinstance(arguments, Mapping):
             arguments = arguments.model_dump(mode="json")
         try:
+            # the identity first, then the session: the same order of refusals as every caller
+            require_context(host.get(CONTEXT_KEY), f"{FRAMEWORK} tool execution")
+            scope = _session_scope(context.session)
             result = self.gate.perform(
                 host.get(CONTEXT_KEY),
                 grants.get(call_id) if isinstance(call_id, str) else None,
                 tool_name=context.function.name,
                 arguments=arguments,
+                call=(call_id, scope) if isinstance(call_id, str) else None,
             )
         except EffectLedgerError as exc:
             context.result = json.dumps({"error": exc.to_dict()}, separators=(",", ":"))
@@ -111,6 +131,12 @@ def ledger_tool(ledger: EffectLedger, action: ActionHandle | Action | str) -> Le
     """The MAF tool and gate middleware of ``action``: ``Agent(tools=[t.tool],
     middleware=[t.middleware])``."""
     return LedgerTool(ledger, action)
+
+
+def _session_scope(session: Any) -> str:
+    """The scope of ``session``: its ``session_id`` (or the id itself)."""
+    value = session if isinstance(session, str) else getattr(session, "session_id", None)
+    return require_scope(value, "a Microsoft Agent Framework run of a ledger tool (session=)")
 
 
 def _unreachable(**arguments: Any) -> str:

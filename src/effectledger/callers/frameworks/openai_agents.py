@@ -15,6 +15,12 @@ identity and grants from the run context, and performs through the ledger. The h
 
 The SDK's stored fingerprint is an unkeyed hash a state editor can recompute; the ledger's
 digest is not.
+
+A call's proposal is scoped to its conversation, which the host names (``scope=``: its session
+id, conversation id or the run's ``group_id``): the SDK keeps no conversation identity the tool
+can read on both the pause and the resume, and a model reuses call ids across conversations.
+The same call id in two scopes is two proposals and two effects; :meth:`LedgerTool.resume`
+takes the same scope and refuses a grant of another conversation's call (``digest_mismatch``).
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from effectledger import ActionHandle, Context, EffectLedger, Proposal
 from effectledger.actions import Action
-from effectledger.callers.frameworks.gate import Grant, LedgerGate, require_context, result_text
+from effectledger.callers.frameworks.gate import (
+    Grant,
+    LedgerGate,
+    require_context,
+    require_scope,
+    result_text,
+)
 from effectledger.errors import EffectLedgerError, InvalidInput
 from effectledger.extras import require_extra
 
@@ -46,12 +58,17 @@ class HostRun:
     resumed without ``context_override`` has no ``HostRun`` and its calls are refused.
     """
 
-    __slots__ = ("context", "grants")
+    __slots__ = ("context", "grants", "scope")
 
     def __init__(
-        self, context: Context, grants: Mapping[str, Grant | Proposal] | None = None
+        self,
+        context: Context,
+        grants: Mapping[str, Grant | Proposal] | None = None,
+        *,
+        scope: str | None = None,
     ) -> None:
         self.context = require_context(context, "an OpenAI Agents run")
+        self.scope = None if scope is None else require_scope(scope, "an OpenAI Agents run")
         self.grants: dict[str, Grant] = {
             call_id: Grant.of(grant) if isinstance(grant, Proposal) else grant
             for call_id, grant in (grants or {}).items()
@@ -76,21 +93,31 @@ class LedgerTool:
         )
 
     @staticmethod
-    def host(context: Context, grants: Mapping[str, Grant | Proposal] | None = None) -> HostRun:
-        """The run context the host passes: its identity and the grants of approved calls."""
-        return HostRun(context, grants)
+    def host(
+        context: Context,
+        grants: Mapping[str, Grant | Proposal] | None = None,
+        *,
+        scope: str | None = None,
+    ) -> HostRun:
+        """The run context the host passes: its identity, the grants of approved calls and,
+        on a resume, the conversation they were proposed in."""
+        return HostRun(context, grants, scope=scope)
 
-    def propose_item(self, context: Context, item: ToolApprovalItem) -> Proposal:
-        """Propose an interruption's call as the host's ``context``; repeats return the same."""
+    def propose_item(self, context: Context, item: ToolApprovalItem, *, scope: str) -> Proposal:
+        """Propose an interruption's call as the host's ``context`` in conversation ``scope``;
+        repeats return the same."""
+        scope = require_scope(scope, "an OpenAI Agents proposal")
         if item.tool_name != self.gate.name or not isinstance(item.call_id, str):
             raise InvalidInput(f"this interruption is not a call of {self.gate.name}")
         arguments = json.loads(item.arguments or "{}")
-        return self.gate.propose(context, item.call_id, arguments)
+        return self.gate.propose(context, item.call_id, arguments, scope=scope)
 
-    def propose_interruptions(self, context: Context, result: RunResult) -> dict[str, Proposal]:
+    def propose_interruptions(
+        self, context: Context, result: RunResult, *, scope: str
+    ) -> dict[str, Proposal]:
         """Propose every interruption of this tool in ``result``, by call id."""
         return {
-            str(item.call_id): self.propose_item(context, item)
+            str(item.call_id): self.propose_item(context, item, scope=scope)
             for item in result.interruptions
             if item.tool_name == self.gate.name
         }
@@ -101,11 +128,14 @@ class LedgerTool:
         saved: str,
         context: Context,
         grants: Mapping[str, Grant | Proposal],
+        *,
+        scope: str,
     ) -> RunResult:
-        """Resume the saved run as the host's ``context``: never with the saved context."""
+        """Resume the saved run of conversation ``scope`` as the host's ``context``: never
+        with the saved context."""
         from agents import RunContextWrapper, Runner, RunState
 
-        host = self.host(context, grants)
+        host = self.host(context, grants, scope=require_scope(scope, "an OpenAI Agents resume"))
         state = await RunState.from_string(
             agent, saved, context_override=RunContextWrapper(context=host)
         )
@@ -119,6 +149,7 @@ class LedgerTool:
         # Only a live HostRun is the host's: a context restored from a saved state is data.
         context = host.context if isinstance(host, HostRun) else None
         grants = host.grants if isinstance(host, HostRun) else {}
+        scope = host.scope if isinstance(host, HostRun) else None
         try:
             arguments = json.loads(input_json or "{}")
             if not isinstance(arguments, Mapping):
@@ -129,6 +160,7 @@ class LedgerTool:
                 grants.get(tool_context.tool_call_id),
                 tool_name=tool_context.tool_name,
                 arguments=arguments,
+                call=None if scope is None else (tool_context.tool_call_id, scope),
             )
         except (EffectLedgerError, ValueError) as exc:
             error = exc if isinstance(exc, EffectLedgerError) else InvalidInput(str(exc))

@@ -11,6 +11,11 @@ and its identity in ``deps=`` (:func:`approved`).
 On the approved call the tool rereads the proposal as ``ctx.deps``, compares the arguments it
 is about to run (an edited message history, a ``ToolApproved(override_args=...)``) and performs
 through the ledger: a repeat is ``replayed``, other arguments ``digest_mismatch``.
+
+A call's proposal is scoped to the run's ``conversation_id`` (``ctx.conversation_id``: the one
+``Agent.run`` was given, else the one on the message history, which a deferred-tool resume
+keeps). The same tool-call id in two conversations is two proposals; on the approved call the
+tool checks that the grant is this conversation's call (else ``digest_mismatch``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from effectledger import ActionHandle, Context, EffectLedger, Proposal
 from effectledger.actions import Action
-from effectledger.callers.frameworks.gate import Grant, LedgerGate, require_context, result_text
+from effectledger.callers.frameworks.gate import (
+    Grant,
+    LedgerGate,
+    require_context,
+    require_scope,
+    result_text,
+)
 from effectledger.errors import EffectLedgerError, InvalidInput
 from effectledger.extras import require_extra
 
@@ -55,10 +66,11 @@ def ledger_tool(
     def effectledger_call(ctx: RunContext[Any], **arguments: Any) -> str:
         try:
             who = require_context(context_of(ctx.deps), "a Pydantic AI run (deps=...)")
+            if not ctx.tool_call_id:
+                raise InvalidInput("a tool call needs its id", field="tool_call_id")
+            scope = require_scope(ctx.conversation_id, "a Pydantic AI run")
             if not ctx.tool_call_approved:
-                if not ctx.tool_call_id:
-                    raise InvalidInput("a tool call needs its id", field="tool_call_id")
-                proposal = gate.propose(who, ctx.tool_call_id, arguments)
+                proposal = gate.propose(who, ctx.tool_call_id, arguments, scope=scope)
                 raise ApprovalRequired(metadata=Grant.of(proposal).to_dict())
             metadata = ctx.tool_call_metadata
             result = gate.perform(
@@ -66,6 +78,7 @@ def ledger_tool(
                 Grant.coerce(metadata) if metadata else None,
                 tool_name=ctx.tool_name or "",
                 arguments=arguments,
+                call=(ctx.tool_call_id, scope),
             )
         except EffectLedgerError as exc:
             return json.dumps({"error": exc.to_dict()}, separators=(",", ":"))
