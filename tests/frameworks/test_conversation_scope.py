@@ -112,7 +112,6 @@ def test_maf_proposal_needs_a_session(world: World) -> None:
 def test_langgraph_checkpoint_namespace_drops_task_ids() -> None:
     """The LangGraph scope is the thread and the nodes' path: a re-run of the node (a new
     task id) is the same conversation, another thread or subgraph is not."""
-    pytest.importorskip("langgraph")
     from effectledger.callers.frameworks.langgraph import conversation_scope
 
     assert conversation_scope("t1", "tools:1f0c") == conversation_scope("t1", "tools:9a9b")

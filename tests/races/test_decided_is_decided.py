@@ -14,18 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import EffectLedger, OperationState, SimulatedReceiver, SubmitMode
+from effectledger import EffectLedger, OperationState, SubmitMode
 from effectledger.errors import ApprovalRefused
 from tests.conftest import count_rows
+from tests.races.test_decisions import receiver, service
 from tests.races.world import AGENT, REFUND_30, approver, build, close
 
-
-@pytest.fixture
-def service(store_url: str, tmp_path: Path) -> Iterator[EffectLedger]:
-    """A refund service over a fresh ledger and receiver."""
-    made = build(store_url, tmp_path)
-    yield made
-    close(made)
+__all__ = ["service"]
 
 
 @pytest.fixture
@@ -34,12 +29,6 @@ def budget_service(store_url: str, tmp_path: Path) -> Iterator[EffectLedger]:
     made = build(store_url, tmp_path, "budget")
     yield made
     close(made)
-
-
-def receiver(service: EffectLedger) -> SimulatedReceiver:
-    (destination,) = service.destinations.values()
-    assert isinstance(destination, SimulatedReceiver)
-    return destination
 
 
 def facts(store_url: str) -> tuple[int, int]:
