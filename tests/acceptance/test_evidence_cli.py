@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -319,3 +321,61 @@ def test_verify_pinned_to_a_tenant_refuses_another_tenants_genuine_bundle(
         assert refused.returncode == 1
         assert "checkpoint_origin_mismatch" in refused.stdout + refused.stderr
         assert "not effectledger/globex" in refused.stdout + refused.stderr
+
+
+def test_a_restore_from_a_backup_from_the_command_line(history: str, tmp_path: Path) -> None:
+    """Seal, back up, go on, restore the backup: seal refuses, `audit restore` states the loss,
+    sealing goes on in the new segment, and the reviewer's verify prints the restore."""
+    key_file, verifier = _keygen(tmp_path, "log.example")
+    memory = tmp_path / "sealer" / "memory.json"
+    seal = ("audit", "seal", "--db", history, "--key-file", str(key_file), "--memory", str(memory))
+    assert run_cli(*seal, cwd=tmp_path).returncode == 0
+    database = Path(history.removeprefix("sqlite:///"))
+    backup = tmp_path / "backup.db"
+    with sqlite3.connect(database) as source, sqlite3.connect(backup) as copy:
+        source.backup(copy)
+    store = open_store(history)
+    receiver = SimulatedReceiver(tmp_path / "receiver.db", synchronous="NORMAL")
+    admit(Ledger(store), Context(tenant_id="acme", actor_id="alice"), receiver, "op-after")
+    store.close()
+    receiver.close()
+    assert "log size 13" in run_cli(*seal, cwd=tmp_path).stdout
+    for leftover in ("-wal", "-shm"):  # the restore, as the database's own tools do it
+        database.with_name(database.name + leftover).unlink(missing_ok=True)
+    shutil.copyfile(backup, database)
+
+    refused = run_cli(*seal, cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "rolled back" in refused.stderr
+    assert "effectledger audit restore" in refused.stderr
+    restore = ("audit", "restore", "--db", history, "--key-file", str(key_file))
+    missing = run_cli(*restore, "--tenant", "acme", "--memory", str(memory), cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "--reason" in missing.stderr
+    restored = run_cli(
+        *restore,
+        "--tenant",
+        "acme",
+        "--memory",
+        str(memory),
+        "--reason",
+        "disk lost; restored the 02:00 backup",
+        cwd=tmp_path,
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert "starts effectledger/acme#2 at size 12, continuing effectledger/acme" in restored.stdout
+    assert "had signed 13 entries; 1 are not in the restored log" in restored.stdout
+    assert run_cli(*seal, cwd=tmp_path).returncode == 0
+    bundle = tmp_path / "acme.jsonl"
+    exported = run_cli(
+        "audit", "export", "--db", history, "--tenant", "acme", "--out", str(bundle), cwd=tmp_path
+    )
+    assert exported.returncode == 0, exported.stderr
+    verified = run_cli("audit", "verify", "--bundle", str(bundle), "--key", verifier, cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr
+    assert (
+        "restored from a backup: effectledger/acme#2 goes on from 12 leaves of effectledger/acme, "
+        "which had signed 13; 1 entries it had signed are not in this log (reason: disk lost; "
+        "restored the 02:00 backup)"
+    ) in verified.stderr
+    assert "verified log of tenant acme" in verified.stdout

@@ -7,6 +7,12 @@ consistency proof (a missing proof line is a ``checkpoint_inconsistent`` finding
 that cannot be shown consistent is not used to judge the events. Checkpoints are taken in the
 order of their lines; their numbers (``seq``, not signed) are only labels here (a log bundle's
 numbering is checked as structure by :mod:`effectledger.audit.verify`).
+
+Every checkpoint carries the log's origin, except after a restore from a backup: a genuine
+restore checkpoint (:func:`~effectledger.audit.keys.parse_restore`) names the origin in force
+as the one it continues and starts the next segment's (``<origin>#2``, …), which later
+checkpoints then carry. Any other origin is ``checkpoint_origin_mismatch``. The restores are
+kept (``restores``) for the report: the reviewer sees each, and what it lost.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from effectledger.audit.diagnose import Finding
-from effectledger.audit.keys import key_epochs
+from effectledger.audit.keys import Restore, key_epochs, parse_restore, segment_in
 from effectledger.audit.proofs import verify_consistency
 from effectledger.audit.signers import Verifier
 from effectledger.audit.tlog import Checkpoint, open_checkpoint
@@ -54,9 +60,10 @@ class Accepted:
 
 
 def open_signed(
-    note: str, allowed: Sequence[Verifier], origin: str, label: str
+    note: str, allowed: Sequence[Verifier], origin: str | None, label: str
 ) -> tuple[Checkpoint | None, tuple[str, ...], Finding | None]:
-    """Open one signed checkpoint; a failure becomes a finding with the matching code."""
+    """Open one signed checkpoint (of ``origin``, unless ``None``); a failure becomes a finding
+    with the matching code."""
     try:
         checkpoint, signatures = open_checkpoint(note, allowed, origin=origin)
     except NoteError as exc:
@@ -86,7 +93,9 @@ class CheckpointChecks:
     ) -> None:
         self.findings: list[Finding] = []
         self.accepted: list[Accepted] = []
+        self.restores: list[tuple[int, Restore]] = []
         self.origin = origin
+        self.origins = [origin]  # the segments' origins, in order; the last one is in force
         self._proofs = proofs
         self.trusted = list(trusted)
         epochs = key_epochs([note for _, note in notes])
@@ -104,22 +113,56 @@ class CheckpointChecks:
                 ]
             else:
                 allowed = []
-            checkpoint, signers, finding = open_signed(note, allowed, origin, f"checkpoint #{seq}")
+            checkpoint, signers, finding = self._open(note, allowed, f"checkpoint #{seq}")
             if finding is not None:
                 self.findings.append(finding)
             elif checkpoint is not None:
                 self._accept(Accepted(index, seq, checkpoint, signers))
+
+    def _open(
+        self, note: str, allowed: Sequence[Verifier], label: str
+    ) -> tuple[Checkpoint | None, tuple[str, ...], Finding | None]:
+        """Open one checkpoint of the segment in force, or a restore that starts the next."""
+        checkpoint, signers, finding = open_signed(note, allowed, None, label)
+        if checkpoint is None or checkpoint.origin == self.origins[-1]:
+            return checkpoint, signers, finding
+        restore = parse_restore(checkpoint)
+        current = segment_in(self.origins[-1], self.origin) or 1
+        started = segment_in(checkpoint.origin, self.origin)
+        if restore is None or started is None or started <= current:
+            return None, (), _origin_mismatch(label, checkpoint.origin, self.origins[-1])
+        previous = segment_in(restore.previous_origin, self.origin)
+        if previous is None or not current <= previous < started:
+            # the log it continues is the one in force, or a later segment a second restore of
+            # the same backup lost (the statement names the last one known)
+            return None, (), _origin_mismatch(label, restore.previous_origin, self.origins[-1])
+        return checkpoint, signers, None
+
+    def _started(self, accepted: Accepted) -> None:
+        """Follow a restore checkpoint, once accepted, into the segment it starts."""
+        if accepted.checkpoint.origin != self.origins[-1]:
+            restore = parse_restore(accepted.checkpoint)
+            if restore is not None:  # always: _open let only a restore change the origin
+                self.origins.append(accepted.checkpoint.origin)
+                self.restores.append((accepted.seq, restore))
 
     def sizes(self) -> list[int]:
         """The tree sizes of the accepted checkpoints."""
         return [accepted.checkpoint.size for accepted in self.accepted]
 
     def open_kept(self, notes: Sequence[str]) -> list[tuple[Checkpoint | None, Finding | None]]:
-        """Open checkpoints the reviewer kept from earlier, under the same trusted keys."""
-        return [
-            open_signed(note, self.trusted, self.origin, f"kept checkpoint {number}")[::2]
-            for number, note in enumerate(notes, start=1)
-        ]
+        """Open checkpoints the reviewer kept from earlier, under the same trusted keys, of any
+        segment of the log."""
+        kept: list[tuple[Checkpoint | None, Finding | None]] = []
+        for number, note in enumerate(notes, start=1):
+            label = f"kept checkpoint {number}"
+            checkpoint, _, finding = open_signed(note, self.trusted, None, label)
+            known = {*self.origins, *(restore.previous_origin for _, restore in self.restores)}
+            if checkpoint is not None and checkpoint.origin not in known:
+                finding = _origin_mismatch(label, checkpoint.origin, self.origin)
+                checkpoint = None
+            kept.append((checkpoint, finding))
+        return kept
 
     def _inconsistent(self, previous: Accepted, current: Accepted, problem: str) -> None:
         self.findings.append(
@@ -133,6 +176,7 @@ class CheckpointChecks:
     def _accept(self, current: Accepted) -> None:
         if not self.accepted:
             self.accepted.append(current)
+            self._started(current)
             return
         previous = self.accepted[-1]
         old, new = previous.checkpoint, current.checkpoint
@@ -160,3 +204,11 @@ class CheckpointChecks:
                 self._inconsistent(previous, current, f"the consistency proof fails: {exc}")
                 return
         self.accepted.append(current)
+        self._started(current)
+
+
+def _origin_mismatch(label: str, found: str, expected: str) -> Finding:
+    return Finding(
+        code="checkpoint_origin_mismatch",
+        message=f"{label} checkpoint origin {found!r} is not the expected {expected!r}",
+    )

@@ -16,7 +16,7 @@ from typing import Any
 
 from effectledger.audit.checkpoints import refusal_reason
 from effectledger.audit.frontier import Frontier
-from effectledger.audit.keys import origin_for, parse_rotation
+from effectledger.audit.keys import origin_for, parse_rotation, segment_of
 from effectledger.audit.merkle import EMPTY_ROOT
 from effectledger.audit.signers import Signer
 from effectledger.audit.tlog import Checkpoint, open_checkpoint
@@ -72,8 +72,9 @@ def refuse(message: str, reason: str, **details: Any) -> AuditVerificationFailed
     return AuditVerificationFailed(message, reason=reason, **details)
 
 
-def checked_head(tx: Transaction, tenant_id: str, signer: Signer) -> Row:
-    """The tenant's head row, read without a lock and checked against its checkpoint."""
+def checked_head(tx: Transaction, tenant_id: str, signer: Signer) -> tuple[Row, str]:
+    """The tenant's head row, read without a lock and checked against its checkpoint, and the
+    origin its next checkpoint signs (the latest checkpoint's: a restore starts a segment)."""
     head = tx.one("log_head_get", {"tenant_id": tenant_id})
     if head is None:
         if tx.one("log_checkpoint_latest", {"tenant_id": tenant_id}) is not None:
@@ -81,13 +82,15 @@ def checked_head(tx: Transaction, tenant_id: str, signer: Signer) -> Row:
                 f"{tenant_id}'s log has a signed checkpoint but no head",
                 "checkpoint_inconsistent",
             )
-        return {"tenant_id": tenant_id, "size": 0, "checkpoint_seq": 0}
-    _check(tx, tenant_id, head, signer)
-    return head
+        return {"tenant_id": tenant_id, "size": 0, "checkpoint_seq": 0}, origin_for(tenant_id)
+    return head, _check(tx, tenant_id, head, signer)[1]
 
 
-def held_head(tx: Transaction, tenant_id: str, signer: Signer, now_us: int) -> tuple[Row, Frontier]:
-    """Hold the tenant's head row and check it against the latest signed checkpoint."""
+def held_head(
+    tx: Transaction, tenant_id: str, signer: Signer, now_us: int
+) -> tuple[Row, Frontier, str]:
+    """Hold the tenant's head row and check it against the latest signed checkpoint; the row,
+    its frontier and the origin the log's next checkpoint signs."""
     tx.run(
         "log_head_ensure",
         {"tenant_id": tenant_id, "root_hash": EMPTY_ROOT.hex(), "now_us": now_us},
@@ -95,11 +98,12 @@ def held_head(tx: Transaction, tenant_id: str, signer: Signer, now_us: int) -> t
     head = tx.one("log_head_lock", {"tenant_id": tenant_id})
     if head is None:  # pragma: no cover - ensured just above
         raise AssertionError("the log head vanished")
-    return head, _check(tx, tenant_id, head, signer)
+    frontier, origin = _check(tx, tenant_id, head, signer)
+    return head, frontier, origin
 
 
-def _check(tx: Transaction, tenant_id: str, head: Row, signer: Signer) -> Frontier:
-    """The head's frontier, if it reproduces the latest signed checkpoint."""
+def _check(tx: Transaction, tenant_id: str, head: Row, signer: Signer) -> tuple[Frontier, str]:
+    """The head's frontier and origin, if it reproduces the latest signed checkpoint."""
     try:
         frontier = Frontier.from_hex(int(head["size"]), head["frontier"])
     except ValueError as exc:
@@ -114,7 +118,7 @@ def _check(tx: Transaction, tenant_id: str, head: Row, signer: Signer) -> Fronti
                 f"{tenant_id}'s log has entries but no signed checkpoint",
                 "checkpoint_inconsistent",
             )
-        return frontier
+        return frontier, origin_for(tenant_id)
     checkpoint = _open(latest["note"], tenant_id, signer)
     if (
         int(latest["seq"]) != int(head["checkpoint_seq"])
@@ -127,13 +131,23 @@ def _check(tx: Transaction, tenant_id: str, head: Row, signer: Signer) -> Fronti
             "checkpoint_inconsistent",
             checkpoint_seq=int(latest["seq"]),
         )
-    return frontier
+    return frontier, checkpoint.origin
 
 
 def _open(note: str, tenant_id: str, signer: Signer) -> Checkpoint:
-    """The latest checkpoint, if ``signer``'s key signed it and the log was not rotated away."""
+    """The latest checkpoint, if ``signer``'s key signed it and the log was not rotated away.
+
+    Its origin is the tenant's, or one of its later segments' if a restore checkpoint started
+    that segment (the signature covers the origin, so only the key's holder starts one).
+    """
     try:
-        checkpoint, _ = open_checkpoint(note, [signer.verifier()], origin=origin_for(tenant_id))
+        checkpoint, _ = open_checkpoint(note, [signer.verifier()])
+        segment = segment_of(checkpoint.origin, tenant_id)
+        if segment is None:
+            raise NoteError(
+                f"checkpoint origin {checkpoint.origin!r} is not {tenant_id}'s log",
+                reason="checkpoint_origin_mismatch",
+            )
     except NoteError as exc:
         reason = refusal_reason(exc)
         if reason == "unknown_key":  # to a sealer, the unknown key is its own

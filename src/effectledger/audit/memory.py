@@ -19,7 +19,13 @@ the tree it last signed:
 Each ends in :class:`~effectledger.errors.AuditVerificationFailed` and no signature. A log the
 memory has never seen is taken as it is on first use, and remembered from its first signature.
 
-The file is JSON, ``{"version": 1, "logs": {origin: {"size", "root", "pending"}}}``, replaced
+A restore from a backup (``effectledger audit restore``) is the one way on from a rolled-back
+log: the restored tree goes on as a new segment under a new origin, remembered from its restore
+checkpoint, and the old origin is marked as continued by it, so a database that later shows the
+old segment again is refused (``log_superseded``) whatever its size.
+
+The file is JSON, ``{"version": 1, "logs": {origin: {"size", "root", "pending"}}}`` (and
+``"continued_by"`` for a segment a restore closed), replaced
 atomically (written beside, flushed, renamed) under an exclusive lock on ``<file>.lock``.
 """
 
@@ -108,6 +114,13 @@ class SealerMemory:
         :class:`~effectledger.errors.AuditVerificationFailed` (``log_emptied``,
         ``log_rolled_back`` or ``log_forked``) naming both trees.
         """
+        entry = self._load()["logs"].get(origin)
+        if isinstance(entry, dict) and entry.get("continued_by"):
+            raise _refuse(
+                f"{origin}: this log was restored from a backup and goes on as "
+                f"{entry['continued_by']}; the database shows the segment the restore closed",
+                "log_superseded",
+            )
         signed, pending = self.recall(origin)
         if signed is None:
             return  # a log this sealer has never signed: taken as it is, remembered from now on
@@ -125,7 +138,9 @@ class SealerMemory:
         if size < signed.size:
             raise _refuse(
                 f"{said}; it was cut back or rolled back (a restore from an older copy, or a "
-                "failover to a standby that lacked writes the old primary acknowledged)",
+                "failover to a standby that lacked writes the old primary acknowledged); if "
+                "the database was restored from a backup on purpose, `effectledger audit "
+                "restore` goes on from it (docs/operating.md, 'Restoring from a backup')",
                 "log_rolled_back",
             )
         if size == signed.size:
@@ -160,6 +175,31 @@ class SealerMemory:
                     entry["pending"] = None
                 return
             document["logs"][origin] = {"size": size, "root": root, "pending": None}
+
+    def latest_segment(self, origin: str) -> str:
+        """The last origin a chain of restores from ``origin`` went on as (``origin`` itself if
+        no restore closed it)."""
+        logs = self._load()["logs"]
+        seen = {origin}
+        while isinstance(logs.get(origin), dict) and logs[origin].get("continued_by"):
+            origin = str(logs[origin]["continued_by"])
+            if origin in seen:  # pragma: no cover - supersede never writes a cycle
+                break
+            seen.add(origin)
+        return origin
+
+    def supersede(self, origins: Sequence[str], by: str, size: int, root: str) -> None:
+        """Close ``origins`` (a restore goes on as ``by`` from the tree ``(size, root)``).
+
+        ``by`` is remembered as being signed from that tree (its restore checkpoint is about to
+        be signed), and a database that shows one of ``origins`` again is refused from now on.
+        """
+        with self._locked() as document:
+            logs = document["logs"]
+            for origin in origins:
+                closed = logs.setdefault(origin, {"size": size, "root": root, "pending": None})
+                closed["continued_by"] = by
+            logs[by] = {"size": size, "root": root, "pending": None}
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:

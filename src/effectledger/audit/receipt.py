@@ -1,7 +1,8 @@
 """Receipts: chosen events of a tenant's log with their inclusion proofs, verifiable offline.
 
 :func:`prove_events` writes a ``receipt`` bundle (:mod:`effectledger.audit.bundle`): the latest
-signed checkpoint, preceded by every key-rotation checkpoint (linked by consistency proofs), and
+signed checkpoint, preceded by every key-rotation and restore checkpoint (linked by consistency
+proofs), and
 for each chosen event its line and its RFC 9162 inclusion proof. It never overwrites a file
 unless asked to.
 """
@@ -24,7 +25,7 @@ from effectledger.audit.bundle import (
     header_line,
     inclusion_line,
 )
-from effectledger.audit.keys import parse_rotation
+from effectledger.audit.keys import parse_restore, parse_rotation
 from effectledger.audit.merkle import MerkleTree
 from effectledger.audit.tlog import Checkpoint
 from effectledger.audit.witnessing import cosigned_note
@@ -77,11 +78,12 @@ def _tree(store: Store, tenant_id: str, size: int) -> MerkleTree:
     return tree
 
 
-def _rotations(store: Store, tenant_id: str, before: int) -> list[Row]:
-    """The tenant's key-rotation checkpoints before checkpoint ``before``, in order.
+def _handovers(store: Store, tenant_id: str, before: int) -> list[Row]:
+    """The tenant's key-rotation and restore checkpoints before checkpoint ``before``, in order.
 
     A receipt carries them so that a reviewer who trusts an earlier key can follow each
-    co-signed hand-over to the key that signed the latest checkpoint.
+    co-signed hand-over to the key that signed the latest checkpoint, and each restore from a
+    backup to the log segment (the origin) the latest checkpoint is in.
     """
     found: list[Row] = []
     seq = 0
@@ -95,7 +97,8 @@ def _rotations(store: Store, tenant_id: str, before: int) -> list[Row]:
                 return found
             text = row["note"][: row["note"].rfind("\n\n") + 1]
             try:
-                if parse_rotation(Checkpoint.parse(text)) is not None:
+                checkpoint = Checkpoint.parse(text)
+                if parse_rotation(checkpoint) is not None or parse_restore(checkpoint) is not None:
                     found.append(row)
             except NoteError:
                 continue
@@ -160,7 +163,7 @@ def prove_events(
     tree = _tree(store, tenant_id, size)
     lines = [header_line(tenant_id, KIND_RECEIPT)]
     previous: int | None = None
-    for checkpoint in [*_rotations(store, tenant_id, int(latest["seq"])), latest]:
+    for checkpoint in [*_handovers(store, tenant_id, int(latest["seq"])), latest]:
         if previous is not None and previous != int(checkpoint["size"]):
             proof = tree.consistency_proof(previous, int(checkpoint["size"]))
             lines.append(consistency_line(previous, int(checkpoint["size"]), proof))

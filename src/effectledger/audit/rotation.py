@@ -8,7 +8,7 @@ may seal the log, and a reviewer who trusts either key follows the hand-over
 
 from __future__ import annotations
 
-from effectledger.audit.keys import origin_for, parse_rotation, rotation_line
+from effectledger.audit.keys import parse_rotation, rotation_line
 from effectledger.audit.log_head import (
     StoredCheckpoint,
     held_head,
@@ -30,11 +30,11 @@ def rotate(
     Returns ``None`` (and writes nothing) for a log that has no checkpoint yet: its first seal
     can simply use the new key.
     """
-    head, frontier = held_head(tx, tenant_id, signer, now_us)
+    head, frontier, origin = held_head(tx, tenant_id, signer, now_us)
     if int(head["checkpoint_seq"]) == 0:
         return None
     checkpoint = Checkpoint(
-        origin_for(tenant_id),
+        origin,
         frontier.size,
         frontier.root(),
         (rotation_line(signer.verifier(), new_signer.verifier()),),

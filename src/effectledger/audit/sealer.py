@@ -31,7 +31,7 @@ from datetime import timedelta
 from functools import partial
 
 from effectledger.audit.frontier import consistency_proof
-from effectledger.audit.keys import origin_for
+from effectledger.audit.keys import Restore
 from effectledger.audit.log_head import (
     StoredCheckpoint,
     checked_head,
@@ -43,6 +43,7 @@ from effectledger.audit.log_head import (
 from effectledger.audit.memory import Remembered, SealerMemory
 from effectledger.audit.merkle import EMPTY_ROOT
 from effectledger.audit.proofs import verify_consistency
+from effectledger.audit.restore import restore
 from effectledger.audit.rotation import rotate
 from effectledger.audit.signers import Signer
 from effectledger.audit.tlog import Checkpoint, sign_checkpoint
@@ -206,7 +207,7 @@ class LogSealer:
             held = time.monotonic() - started
             head = result[0]
             if self.memory is not None and result[1]:
-                self.memory.commit(origin_for(tenant_id), int(head["size"]), head["root_hash"])
+                self.memory.commit(head["origin"], int(head["size"]), head["root_hash"])
             if result[1] == 0:
                 break
             more, unreachable = self._witness(tenant_id, skip=unreachable)
@@ -251,12 +252,16 @@ class LogSealer:
         return [self.seal(tenant_id) for tenant_id in self.tenants()]
 
     def _checked_head(self, tx: Transaction, tenant_id: str) -> Row:
-        head = checked_head(tx, tenant_id, self.signer)
+        head, origin = checked_head(tx, tenant_id, self.signer)
         size = int(head["size"])
-        self._remembers(tx, tenant_id, size, head["root_hash"] if size else EMPTY_ROOT.hex())
+        self._remembers(
+            tx, tenant_id, origin, size, head["root_hash"] if size else EMPTY_ROOT.hex()
+        )
         return head
 
-    def _remembers(self, tx: Transaction, tenant_id: str, size: int, root: str) -> None:
+    def _remembers(
+        self, tx: Transaction, tenant_id: str, origin: str, size: int, root: str
+    ) -> None:
         """Refuse unless the log ``(size, root)`` extends what this sealer last signed."""
         if self.memory is None:
             return
@@ -267,12 +272,12 @@ class LogSealer:
             )
             return [bytes.fromhex(row["leaf_hash"]) for row in rows]
 
-        self.memory.check(origin_for(tenant_id), size, root, leaves)
+        self.memory.check(origin, size, root, leaves)
 
     def _seal_batch(self, tx: Transaction, tenant_id: str) -> tuple[Row, int, timedelta | None]:
         now_us = to_micros(self.clock.now())
-        head, frontier = held_head(tx, tenant_id, self.signer, now_us)
-        self._remembers(tx, tenant_id, frontier.size, frontier.root().hex())
+        head, frontier, origin = held_head(tx, tenant_id, self.signer, now_us)
+        self._remembers(tx, tenant_id, origin, frontier.size, frontier.root().hex())
         rows = tx.all("log_pending_batch", {"tenant_id": tenant_id, "limit": self.batch_size})
         if not rows:
             return head, 0, None
@@ -309,19 +314,23 @@ class LogSealer:
             ) from exc
         if self.memory is not None:  # before the signature: a lost COMMIT stays explained
             self.memory.begin(
-                origin_for(tenant_id),
+                origin,
                 Remembered(old.size, old.root().hex()),
                 Remembered(frontier.size, root.hex()),
             )
-        note = sign_checkpoint(
-            Checkpoint(origin_for(tenant_id), frontier.size, root), [self.signer]
-        )
+        note = sign_checkpoint(Checkpoint(origin, frontier.size, root), [self.signer])
         seq = store_checkpoint(
             tx, head, frontier, previous_size=old.size, proof=proof, note=note, now_us=now_us
         )
         delay = timedelta(microseconds=max(now_us - oldest_us, 0))
         return (
-            {**dict(head), "size": frontier.size, "root_hash": root.hex(), "checkpoint_seq": seq},
+            {
+                **dict(head),
+                "size": frontier.size,
+                "root_hash": root.hex(),
+                "checkpoint_seq": seq,
+                "origin": origin,
+            },
             len(rows),
             delay,
         )
@@ -439,3 +448,32 @@ class LogSealer:
         if stored is not None:
             self._witness(tenant_id)
         return stored
+
+    # -- restore from a backup -----------------------------------------------------------
+
+    def restore(self, tenant_id: str, reason: str) -> Restore:
+        """Go on from a log restored from a backup: sign a restore checkpoint (a new segment).
+
+        The restored tree head is signed under the next segment's origin, stating the segment
+        it continues, the last tree this sealer's memory says that segment signed (the entries
+        it lost) and ``reason`` (:mod:`effectledger.audit.restore`); the witnesses are asked to
+        cosign it at once. Later seals go on in the new segment; with the memory, the old
+        segment is refused from now on (``log_superseded``). Raises
+        :class:`~effectledger.errors.InvalidInput` for a log without a checkpoint or a
+        missing reason, and what :meth:`seal` raises for a stored head that does not verify.
+        """
+        validate_identifier(tenant_id, "tenant_id")
+        now_us = to_micros(self.clock.now())
+        stated = self.store.write(
+            partial(
+                restore,
+                tenant_id=tenant_id,
+                signer=self.signer,
+                reason=reason,
+                memory=self.memory,
+                now_us=now_us,
+            ),
+            label="restore",
+        )
+        self._witness(tenant_id)
+        return stated

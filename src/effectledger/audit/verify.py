@@ -57,7 +57,7 @@ from effectledger.audit.cosignatures import (
 )
 from effectledger.audit.diagnose import Finding, diagnose
 from effectledger.audit.frontier import roots_at
-from effectledger.audit.keys import origin_for, parse_verifiers
+from effectledger.audit.keys import Restore, origin_for, parse_verifiers
 from effectledger.audit.proofs import verify_inclusion
 from effectledger.audit.signers import Verifier
 from effectledger.audit.tlog import Checkpoint
@@ -80,6 +80,7 @@ class VerificationReport:
     root_hash: str | None
     signers: tuple[str, ...]
     findings: tuple[Finding, ...]
+    restores: tuple[Restore, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -195,6 +196,8 @@ def verify_bundle(
         )
     checks = CheckpointChecks(scan.notes, scan.consistency, verifiers, origin)
     kept = checks.open_kept(trusted_checkpoints)
+    kept, lost = _lost_to_restores(checks, kept)
+    findings += lost
     if kind == KIND_RECEIPT:
         findings += _checkpoint_findings(checks, kept)
         findings += _receipt_findings(scan, checks.accepted)
@@ -232,7 +235,62 @@ def verify_bundle(
         root_hash=None if last is None else last.root_hash.hex(),
         signers=tuple(sorted({name for a in accepted for name in a.signers})),
         findings=tuple(_unique(findings)),
+        restores=tuple(restore for _, restore in checks.restores),
     )
+
+
+def _lost_to_restores(
+    checks: CheckpointChecks, kept: Sequence[tuple[Checkpoint | None, Finding | None]]
+) -> tuple[list[tuple[Checkpoint | None, Finding | None]], list[Finding]]:
+    """Take out the kept checkpoints of a segment a restore closed that lie beyond it.
+
+    The restored log goes on from a smaller (or another) tree, so such a checkpoint is in no
+    tree of the bundle. One within what the restore states its segment signed (its last known
+    tree, or a smaller one) is ``log_restored``: history the restore lost, which the reviewer
+    holds and the log no longer does. Any other is ``checkpoint_inconsistent``: the restore
+    understated what its segment had signed.
+    """
+    closed = {restore.previous_origin: (seq, restore) for seq, restore in checks.restores}
+    left: list[tuple[Checkpoint | None, Finding | None]] = []
+    findings: list[Finding] = []
+    for checkpoint, finding in kept:
+        found = None if checkpoint is None else closed.get(checkpoint.origin)
+        if checkpoint is None or found is None or not _beyond(checkpoint, found[1]):
+            left.append((checkpoint, finding))
+            continue
+        seq, restore = found
+        said = (
+            f"the checkpoint you kept ({checkpoint.size} leaves of {checkpoint.origin}) is beyond "
+            f"the {restore.size} leaves that restore checkpoint #{seq} goes on from "
+            f"({restore.reason})"
+        )
+        if checkpoint.size < restore.previous_size or (
+            checkpoint.size == restore.previous_size
+            and checkpoint.root_hash == restore.previous_root
+        ):
+            findings.append(
+                Finding(
+                    code="log_restored",
+                    message=f"{said}: the restore states it lost those entries; this log does "
+                    "not hold them",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    code="checkpoint_inconsistent",
+                    message=f"{said}, and the restore states that its segment signed only "
+                    f"{restore.previous_size} leaves: it understates what was lost",
+                )
+            )
+    return left, findings
+
+
+def _beyond(checkpoint: Checkpoint, restore: Restore) -> bool:
+    """Whether ``checkpoint`` (of the segment ``restore`` closed) is not in the restored tree."""
+    if checkpoint.size > restore.size:
+        return True
+    return checkpoint.size == restore.size and checkpoint.root_hash != restore.root_hash
 
 
 def _unique(findings: Iterable[Finding]) -> Iterator[Finding]:

@@ -112,7 +112,8 @@ def _proof(store: Store, url: str, tenant_id: str, old: int, latest: Row) -> lis
             raise _Stale  # another sealer signed and submitted a larger checkpoint meanwhile
         raise AuditVerificationFailed(
             f"the witness at {url} refused the checkpoint: it cosigned {old} leaves of "
-            f"{tenant_id}'s log, which now signs only {new}: the log was emptied or rolled back",
+            f"{tenant_id}'s log, which now signs only {new}: the log was emptied or rolled back "
+            "(after a restore from a backup on purpose: `effectledger audit restore`)",
             reason="witness_refused",
             witness=url,
             status=409,
@@ -124,6 +125,11 @@ def _proof(store: Store, url: str, tenant_id: str, old: int, latest: Row) -> lis
         return list(stored_checkpoint(latest).consistency_proof)
     tree = store.read(partial(_tree, tenant_id=tenant_id, size=new))
     return tree.consistency_proof(old, new)
+
+
+def _origin(note: str) -> str:
+    """A checkpoint note's origin, its first line."""
+    return note.partition("\n")[0]
 
 
 def _insert(tx: Transaction, rows: list[dict[str, object]]) -> int:
@@ -151,6 +157,7 @@ def cosign_latest(
     latest = store.one("log_checkpoint_latest", {"tenant_id": tenant_id})
     if latest is None:
         return 0, ()
+    origin = _origin(latest["note"])
     rows: list[dict[str, object]] = []
     unreachable: list[str] = []
     for witness in witnesses:
@@ -161,7 +168,9 @@ def cosign_latest(
         # Submitted even when this witness cosigned it already: a witness that holds a larger
         # tree than the database now shows (the log was cut back) refuses, even on an idle log.
         held = store.one("checkpoint_cosigned_latest", {"tenant_id": tenant_id, "witness_key": key})
-        old = 0 if held is None else int(held["size"])
+        # A witness knows each origin apart: after a restore (a new segment, a new origin) it
+        # holds nothing of the segment yet, whatever it cosigned of the one before.
+        old = 0 if held is None or _origin(held["note"]) != origin else int(held["size"])
         try:
             line = submit_checkpoint(
                 witness.url,

@@ -279,6 +279,20 @@ def _print_report(out: Output, report: VerificationReport) -> None:
     if out.json_mode:
         out.json({**jsonable(report), "ok": report.ok})
         return
+    for restore in report.restores:
+        lost = (
+            f"; {restore.lost} entries it had signed are not in this log"
+            if restore.lost
+            else "; it had signed another tree at that size"
+            if restore.forked
+            else ""
+        )
+        out.line(
+            f"restored from a backup: {restore.origin} goes on from {restore.size} leaves of "
+            f"{restore.previous_origin}, which had signed {restore.previous_size}{lost} "
+            f"(reason: {restore.reason})",
+            err=True,
+        )
     for finding in report.findings[:MAX_FINDINGS_SHOWN]:
         out.line(f"finding [{finding.code}]: {finding.message}", err=True)
     hidden = len(report.findings) - MAX_FINDINGS_SHOWN

@@ -1,4 +1,4 @@
-"""The ``audit`` commands that keep the log: keygen, seal, rotate-key, export and prove.
+"""The ``audit`` commands that keep the log: keygen, seal, rotate-key, restore, export, prove.
 
 Sealing, rotation, export and proofs are library calls (:mod:`effectledger.audit`); these
 handlers parse arguments, open an existing ledger, and print what the calls report.
@@ -39,7 +39,7 @@ def _key_file(parser: argparse.ArgumentParser) -> None:
 
 
 def register(actions: Commands) -> None:
-    """Add keygen, seal, rotate-key, export and prove to the ``audit`` group."""
+    """Add keygen, seal, rotate-key, restore, export and prove to the ``audit`` group."""
     keygen = actions.add_parser(
         "keygen",
         help="create a log signing key and print its verifier key",
@@ -121,6 +121,41 @@ def register(actions: Commands) -> None:
     )
     add_json(rotate)
     rotate.set_defaults(handler=_rotate)
+
+    restore = actions.add_parser(
+        "restore",
+        help="go on from a log restored from a backup (a new log segment)",
+        description="After the database was restored from an older copy, the sealer and the "
+        "witnesses refuse the rolled-back log. This signs its restored head as the first "
+        "checkpoint of a new log segment (a new origin), stating the segment it continues, "
+        "the last tree the sealer's memory says that segment signed, and your reason; the "
+        "witnesses cosign the new segment and sealing goes on in it. Run it once per tenant, "
+        "with the worker and every sealer stopped (docs/operating.md, 'Restoring from a "
+        "backup').",
+    )
+    add_db(restore)
+    restore.add_argument("--tenant", required=True, help="the tenant whose log was restored")
+    restore.add_argument(
+        "--reason",
+        required=True,
+        help="why, in one line: it is signed into the log and shown to every reviewer",
+    )
+    _key_file(restore)
+    restore.add_argument(
+        "--memory",
+        type=Path,
+        help="the sealer's memory file (default: sealer-memory.json in the key directory): "
+        "what the old segment last signed is read from it, and the old segment is closed there",
+    )
+    restore.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="URL=KEY",
+        help="a witness to cosign the new segment at once (repeatable)",
+    )
+    add_json(restore)
+    restore.set_defaults(handler=_restore, no_memory=False)
 
     export = actions.add_parser(
         "export",
@@ -284,6 +319,37 @@ def _rotate(args: argparse.Namespace, out: Output) -> int:
         return 0
     finally:
         sealer.store.close()
+
+
+def _restore(args: argparse.Namespace, out: Output) -> int:
+    sealer = _sealer(args)
+    try:
+        stated = sealer.restore(args.tenant, args.reason)
+        latest = sealer.latest_checkpoint(args.tenant)
+    finally:
+        sealer.store.close()
+    seq = None if latest is None else latest.seq
+    if out.json_mode:
+        out.json({"tenant_id": args.tenant, "checkpoint_seq": seq, **stated.to_dict()})
+        return 0
+    out.line(
+        f"{args.tenant}: restore checkpoint #{seq} starts {stated.origin} at size {stated.size}, "
+        f"continuing {stated.previous_origin}"
+    )
+    if sealer.memory is None:
+        out.line(
+            f"{args.tenant}: no sealer memory: what the old segment signed after this backup is "
+            "not known, and the statement says it lost nothing"
+        )
+    elif stated.lost or stated.forked:
+        out.line(
+            f"{args.tenant}: the old segment had signed {stated.previous_size} entries; "
+            f"{stated.lost} are not in the restored log. Operations whose events they were may "
+            "have reached their destinations: reconcile them there before the worker runs again"
+        )
+    else:
+        out.line(f"{args.tenant}: the restored log holds everything the old segment signed")
+    return 0
 
 
 def _export(args: argparse.Namespace, out: Output) -> int:

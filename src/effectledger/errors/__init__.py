@@ -45,8 +45,9 @@ them.
     │                 inclusion_proof_invalid, event_edited, event_not_authentic,
     │                 event_deleted, event_reordered, event_inserted, operation_deleted,
     │                 log_root_mismatch, log_emptied, log_rolled_back, log_forked,
-    │                 witness_refused, cosignature_missing, cosignature_invalid,
-    │                 cosignature_stale, evidence_missing, evidence_edited
+    │                 log_superseded, log_restored, witness_refused,
+    │                 cosignature_missing, cosignature_invalid, cosignature_stale,
+    │                 evidence_missing, evidence_edited
     ├── DestinationMismatch               destination_mismatch (409)
     ├── DestinationError                  destination_error (502)
     │   ├── DeliveryUncertain             delivery_uncertain (502)

@@ -90,6 +90,8 @@ class AuditVerificationFailed(IntegrityError, ReasonedError):
         "log_emptied",
         "log_rolled_back",
         "log_forked",
+        "log_superseded",
+        "log_restored",
         "witness_refused",
         "cosignature_missing",
         "cosignature_invalid",

@@ -745,7 +745,7 @@ WHERE c.tenant_id = %(tenant_id)s AND c.seq = %(seq)s
 ORDER BY c.witness_key;
 
 -- name: checkpoint_cosigned_latest
-SELECT l.seq, l.size, l.root_hash FROM checkpoint_cosignatures c
+SELECT l.seq, l.size, l.root_hash, l.note FROM checkpoint_cosignatures c
 JOIN log_checkpoints l
   ON l.tenant_id = c.tenant_id AND l.seq = c.seq AND l.size = c.size AND l.root_hash = c.root_hash
 WHERE c.tenant_id = %(tenant_id)s AND c.witness_key = %(witness_key)s

@@ -714,7 +714,7 @@ WHERE c.tenant_id = :tenant_id AND c.seq = :seq
 ORDER BY c.witness_key;
 
 -- name: checkpoint_cosigned_latest
-SELECT l.seq, l.size, l.root_hash
+SELECT l.seq, l.size, l.root_hash, l.note
 FROM checkpoint_cosignatures c INDEXED BY checkpoint_cosignatures_by_witness
 JOIN log_checkpoints l
   ON l.tenant_id = c.tenant_id AND l.seq = c.seq AND l.size = c.size AND l.root_hash = c.root_hash
