@@ -358,3 +358,44 @@ def test_creating_keys_where_they_exist_keeps_the_first_ones(tmp_path: Path) -> 
     assert again.trail_keys is not None
     assert first.trail_keys.current.secret == again.trail_keys.current.secret
     assert first.verifier_key() == again.verifier_key()
+
+
+@pytest.mark.slow
+def test_the_trail_key_is_rotated_re_tagged_and_dropped_from_the_command_line(
+    store_url: str, tmp_path: Path, receiver: SimulatedReceiver
+) -> None:
+    """docs/operating.md's rotation, as an operator runs it: rotate, the old key's drop refused
+    while a trail relies on it, retag, drop; the approved refund still performs once."""
+    _migrate(store_url, tmp_path)
+    with connect(store_url) as ledger:
+        proposal_id, approval_id = _approved(ledger, receiver)
+    directory = key_directory_for(store_url, os.environ.get(KEY_DIR_ENV))
+    (old_id,) = [key.key_id for key in load_keys(directory).trail_keys.keys]  # type: ignore[union-attr]
+
+    rotated = _cli("audit", "rotate-trail-key", "--db", store_url, cwd=tmp_path)
+    assert rotated.returncode == 0, rotated.stderr
+    assert f"{old_id}: retired at" in rotated.stdout
+    assert "PRIVATE" not in rotated.stdout + rotated.stderr  # no secret is printed
+    early = _cli("audit", "drop-trail-key", "--db", store_url, old_id, cwd=tmp_path)
+    assert early.returncode != 0
+    assert "run `effectledger audit retag` first" in early.stderr
+    assert old_id in [key.key_id for key in load_keys(directory).trail_keys.keys]  # type: ignore[union-attr]
+
+    retagged = _cli("audit", "retag", "--db", store_url, cwd=tmp_path)
+    assert retagged.returncode == 0, retagged.stdout + retagged.stderr
+    assert ", 0 refused" in retagged.stdout
+    assert " 0 re-tagged" not in retagged.stdout
+    dropped = _cli("audit", "drop-trail-key", "--db", store_url, old_id, cwd=tmp_path)
+    assert dropped.returncode == 0, dropped.stderr
+    remaining = load_keys(directory).trail_keys
+    assert remaining is not None
+    assert old_id not in remaining.key_ids
+    assert count_rows(store_url, "audit_events", "event_type = 'TrailRetagged'") >= 1
+
+    with connect(store_url) as ledger:  # the old key's secret is gone; the refund performs
+        ledger.action(name="refund", contract="refund-v1", arguments=Refund, destination=receiver)
+        done = ledger.perform(AGENT, proposal_id, approval=approval_id)
+    assert done.outcome == "performed", done
+    assert receiver.counts().effects == 1
+    again = _cli("audit", "retag", "--db", store_url, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
