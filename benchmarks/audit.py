@@ -30,15 +30,20 @@ import time
 from pathlib import Path
 
 from effectledger import Command, Context, DestinationRef, Observation, Outcome
-from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
-from effectledger.audit.export import export_log
-from effectledger.audit.frontier import Frontier
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.proofs import verify_consistency, verify_inclusion
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.signers import Signer
-from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.verify import verify_bundle
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.bundles.format import (
+    checkpoint_line,
+    consistency_line,
+    event_line,
+    header_line,
+)
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.keys.signers import Signer
+from effectledger.audit.log.frontier import Frontier
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.log.proofs import verify_consistency, verify_inclusion
+from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import EVENT_DOMAINS, entry_bytes, hash_of_entry
 from effectledger.ledger import Ledger

@@ -32,8 +32,8 @@ import psycopg
 from psycopg import sql
 
 from effectledger import Context, DestinationRef, EffectLedger, SimulatedReceiver
+from effectledger.audit.keys.signers import Signer
 from effectledger.audit.moving import move_ledger
-from effectledger.audit.signers import Signer
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.store import open_store
 from effectledger.store.copying import RENUMBERED, TABLES

@@ -47,7 +47,7 @@ sys.path.insert(0, str(APP_FOLDER))
 from soak_app import build  # noqa: E402
 
 from effectledger import Context, OperationState  # noqa: E402
-from effectledger.audit.signers import Signer  # noqa: E402
+from effectledger.audit.keys.signers import Signer  # noqa: E402
 
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 REVIEWER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from audit import SIGNER, hash_floor, synthesize, write_bundle
 
-from effectledger.audit.bundle_split import PARALLEL_MIN_BYTES
-from effectledger.audit.note import _verified
-from effectledger.audit.verify import VerificationReport, verify_bundle
+from effectledger.audit.bundles.split import PARALLEL_MIN_BYTES
+from effectledger.audit.bundles.verify import VerificationReport, verify_bundle
+from effectledger.audit.log.note import _verified
 from effectledger.cli.audit_log import LOOP_MIN_BATCH
 
 TARGET = 200_000

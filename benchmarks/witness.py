@@ -6,9 +6,9 @@ Run it from the repository root::
 
 It prints, per checkpoint, in ms, on a SQLite ledger: a seal pass signing one checkpoint of
 three events without witnesses (the floor, measured in the same run), with one and with two
-witnesses (each an ``effectledger.audit.witness`` served over HTTP on 127.0.0.1 in this process),
-and an idle pass with two witnesses (nothing to sign; the latest checkpoint is submitted again).
-Then ``verify_bundle`` of the exported log with and without requiring both cosignatures.
+witnesses (each an ``effectledger.audit.witnessing.witness`` served over HTTP on 127.0.0.1 in this
+process), and an idle pass with two witnesses (nothing to sign; the latest checkpoint is submitted
+again). Then ``verify_bundle`` of the exported log with and without requiring both cosignatures.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 
 from effectledger import Command, Context, DestinationRef
-from effectledger.audit.cosign import Cosigner
-from effectledger.audit.export import export_log
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.signers import Signer
-from effectledger.audit.verify import verify_bundle
-from effectledger.audit.witness import Witness
-from effectledger.audit.witness_http import serve_witness
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.keys.signers import Signer
+from effectledger.audit.sealing.sealer import LogSealer
+from effectledger.audit.witnessing.cosign import Cosigner
+from effectledger.audit.witnessing.witness import Witness
+from effectledger.audit.witnessing.witness_http import serve_witness
 from effectledger.ledger import Ledger
 from effectledger.store import Store, open_store
 

@@ -8,7 +8,7 @@ new ledger (:func:`key_directory_for` says where; ``docs/operating.md``, "Keys")
 - ``log.key``: the log's signer key string (mode 600);
 - ``log.pub``: its verifier key string, the one thing in the directory that may be shown;
 - ``sealer-memory.json``: the last tree each sealer using this directory signed per log
-  (:mod:`effectledger.audit.memory`), written by the first seal (mode 600).
+  (:mod:`effectledger.audit.sealing.memory`), written by the first seal (mode 600).
 
 The directory itself is mode 700. It is never inside the database: an administrator of the
 database alone cannot read it.

@@ -35,8 +35,8 @@ from effectledger import (
     connect,
 )
 from effectledger.audit import verify_bundle
-from effectledger.audit.keys import new_key_pair
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.files import new_key_pair
+from effectledger.audit.keys.signers import Signer
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.model.operations import Context, DestinationRef
 from tests.acceptance.app_support import AGENT, REFUND, RITA, declare_refund

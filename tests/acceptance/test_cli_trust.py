@@ -17,7 +17,7 @@ import pytest
 
 from effectledger import Context, LedgerSettings, OperationState, SimulatedReceiver, SubmitMode
 from effectledger.app.protection import find_keys
-from effectledger.audit.keys import new_key_pair, write_signer_key
+from effectledger.audit.keys.files import new_key_pair, write_signer_key
 from effectledger.cli import main
 from effectledger.cli.output import printable
 from effectledger.keyfiles import KEY_DIR_ENV

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger
-from effectledger.audit.cosign import CosignatureVerifier, Cosigner
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.witness_http import submit_checkpoint
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.sealing.sealer import LogSealer
+from effectledger.audit.witnessing.cosign import CosignatureVerifier, Cosigner
+from effectledger.audit.witnessing.witness_http import submit_checkpoint
 from effectledger.errors import AuditVerificationFailed
 from effectledger.store import Store
 from tests.conftest import make_store_url, run_sql

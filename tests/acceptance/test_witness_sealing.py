@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger
-from effectledger.audit.cosign import Cosigner
-from effectledger.audit.keys import write_signer_key
+from effectledger.audit.keys.files import write_signer_key
+from effectledger.audit.witnessing.cosign import Cosigner
 from tests.acceptance.test_evidence_cli import run_cli
 from tests.acceptance.test_witness_processes import WITNESS, WitnessProcess
 from tests.conftest import count_rows, raw_sql

@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from effectledger import Context, DestinationRef, InvalidInput, ManualClock
 from effectledger.actions.policy import RulePolicy
 from effectledger.actions.registry import Action, ActionRegistry
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.bundles.receipt import prove_events
 from effectledger.audit.explain import explain_stored
-from effectledger.audit.export import export_log
-from effectledger.audit.receipt import prove_events
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.authority import Authority
 from effectledger.errors import ChainBreak, ExportFailed, TamperedProposal
 from effectledger.events.chain import GENESIS_HASH, event_body, verify_chain

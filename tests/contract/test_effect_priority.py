@@ -25,7 +25,7 @@ from effectledger import (
     OperationState,
     SimulatedReceiver,
 )
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from effectledger.workers import Executor, RecoveryWorker

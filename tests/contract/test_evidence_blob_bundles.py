@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from effectledger import Context, ManualClock, Observation, Outcome, SimulatedReceiver
-from effectledger.audit.bundle import blob_line, header_line
+from effectledger.audit.bundles.export import export_log, prove_events
+from effectledger.audit.bundles.format import blob_line, header_line
+from effectledger.audit.bundles.verify import VerificationReport
 from effectledger.audit.explain import explain_stored
-from effectledger.audit.export import export_log, prove_events
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import VerificationReport
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import EvidenceMissing
 from effectledger.ledger import Ledger
 from effectledger.ledger.evidence import load_evidence

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from effectledger import Context, ManualClock, SimulatedReceiver
-from effectledger.audit.export import export_log, prove_events
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.bundles.export import export_log, prove_events
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed, LogKeyInvalid
 from effectledger.events.record import body_from_row, entry_bytes, hash_of_entry
 from effectledger.ledger import Ledger
@@ -320,7 +320,7 @@ def test_a_checkpoint_forged_into_the_store_stops_the_sealer(
     sealed: Store, ledger: Ledger, context: Context, receiver: SimulatedReceiver, store_url: str
 ) -> None:
     """A checkpoint row signed by another key makes the sealer refuse rather than extend it."""
-    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
+    from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
     from tests.conftest import admit
 
     admit(ledger, context, receiver, "op-new")

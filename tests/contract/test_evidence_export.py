@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from effectledger import Context, ManualClock, NotFound, SimulatedReceiver
-from effectledger.audit.export import export_log, prove_events
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.bundles.export import export_log, prove_events
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import ExportCursorMismatch, LogNotSealed
 from effectledger.ledger import Ledger
 from effectledger.store import Store

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from effectledger import Context, ManualClock, NotFound, OperationState, SimulatedReceiver
-from effectledger.audit.export import export_log
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.schedule import seal_periodically
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.tlog import open_checkpoint
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.log.tlog import open_checkpoint
+from effectledger.audit.sealing.schedule import seal_periodically
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import InvalidInput, LogKeyInvalid, NotPermitted
 from effectledger.events.chain import verify_chain
 from effectledger.events.record import (

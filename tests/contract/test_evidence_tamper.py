@@ -10,13 +10,18 @@ from typing import Any
 import pytest
 
 from effectledger import Context, ManualClock, SimulatedReceiver
-from effectledger.audit.bundle import checkpoint_line, consistency_line, event_line, header_line
-from effectledger.audit.export import export_log
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.signers import Signer
-from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.verify import VerificationReport
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.bundles.format import (
+    checkpoint_line,
+    consistency_line,
+    event_line,
+    header_line,
+)
+from effectledger.audit.bundles.verify import VerificationReport
+from effectledger.audit.keys.signers import Signer
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import entry_bytes, hash_of_entry, leaf_of_entry
@@ -403,7 +408,7 @@ def test_dropped_proof_lines_are_named(bundle: Path) -> None:
 
 def test_a_forged_key_rotation_hands_over_nothing(bundle: Path) -> None:
     """A 'rotation' to a rogue key that the genuine key did not co-sign grants no trust."""
-    from effectledger.audit.keys import rotation_line
+    from effectledger.audit.log.origins import rotation_line
 
     lines = read_lines(bundle)
     tree_root = MerkleTree(

@@ -20,9 +20,9 @@ import pytest
 import effectledger.store.postgres_schema
 import effectledger.store.sqlite_schema
 from effectledger import Context, ManualClock, SimulatedReceiver, SubmitMode
-from effectledger.audit.export import export_log
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.ledger import Ledger
 from effectledger.sql import migrations
 from effectledger.store import Store, open_store

@@ -23,14 +23,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 
 from effectledger import OperationState
-from effectledger.audit.export import export_log, prove_events
-from effectledger.audit.keys import Restore, origin_for, restore_lines
-from effectledger.audit.memory import SealerMemory
-from effectledger.audit.reading import latest_checkpoint
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.signers import generate_signer
-from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.verify import verify_bundle
+from effectledger.audit.bundles.export import export_log, prove_events
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.keys.signers import generate_signer
+from effectledger.audit.log.origins import Restore, origin_for, restore_lines
+from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
+from effectledger.audit.sealing.memory import SealerMemory
+from effectledger.audit.sealing.sealer import LogSealer
+from effectledger.audit.witnessing.reading import latest_checkpoint
 from effectledger.errors import AuditVerificationFailed, InvalidInput, LogKeyInvalid
 from tests.conftest import count_rows, raw_sql, run_sql
 from tests.contract.test_sealer_witnesses import W1, Served

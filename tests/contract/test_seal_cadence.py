@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger, ManualClock
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import InvalidInput
 from tests.conftest import count_rows
 from tests.races.forgery import admitted

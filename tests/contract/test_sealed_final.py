@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger, OperationState, TamperedOperation
+from effectledger.audit.bundles.export import export_log
 from effectledger.audit.explain import explain_stored
-from effectledger.audit.export import export_log
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed, ChainBreak
 from tests.conftest import count_rows
 from tests.races.forgery import admitted, forge, receiver

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from effectledger import Context, EffectLedger, OperationState
-from effectledger.audit.bundle_reader import read_events
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.bundles.reader import read_events
+from effectledger.audit.bundles.verify import verify_bundle
 from effectledger.audit.explain import explain_stored
-from effectledger.audit.export import export_log
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed
 from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
 from effectledger.ledger import Ledger

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger
-from effectledger.audit.memory import Remembered, SealerMemory
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.memory import Remembered, SealerMemory
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed
 from tests.conftest import count_rows, drop_trigger, raw_sql, run_sql
 from tests.races.forgery import admitted

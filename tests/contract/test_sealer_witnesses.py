@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger
-from effectledger.audit.cosign import Cosigner
-from effectledger.audit.export import export_log, prove_events
-from effectledger.audit.reading import latest_checkpoint
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.verify import verify_bundle
-from effectledger.audit.witness import Witness
-from effectledger.audit.witness_http import serve_witness
-from effectledger.audit.witnessing import WitnessEndpoint
+from effectledger.audit.bundles.export import export_log, prove_events
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.sealing.sealer import LogSealer
+from effectledger.audit.witnessing.cosign import Cosigner
+from effectledger.audit.witnessing.reading import latest_checkpoint
+from effectledger.audit.witnessing.submit import WitnessEndpoint
+from effectledger.audit.witnessing.witness import Witness
+from effectledger.audit.witnessing.witness_http import serve_witness
 from effectledger.errors import AuditVerificationFailed, InvalidInput
 from effectledger.workers import Worker, WorkerSettings
 from tests.conftest import count_rows, raw_sql, run_sql

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger
-from effectledger.audit.verify import verify_bundle
+from effectledger.audit.bundles.verify import verify_bundle
 from effectledger.errors import InvalidInput
 from tests.acceptance.test_cli import run_cli
 from tests.contract.test_sealer_witnesses import Served, bundle, sealer

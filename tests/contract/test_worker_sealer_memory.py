@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import Context, EffectLedger, SimulatedReceiver, connect
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed
 from effectledger.keyfiles import KEY_DIR_ENV, SEALER_MEMORY_FILE, key_directory_for
 from effectledger.workers import Worker, WorkerSettings

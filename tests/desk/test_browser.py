@@ -17,9 +17,9 @@ import pytest
 
 from effectledger import LookupMode, ManualClock, OperationState, SubmitMode
 from effectledger.app.keys import ApiKeys
-from effectledger.audit.keys import new_key_pair
-from effectledger.audit.sealer import LogSealer
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.files import new_key_pair
+from effectledger.audit.keys.signers import Signer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.model import Context
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.conftest import count_rows

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from effectledger import EffectLedgerError, OperationState
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.clock import SystemClock
 from effectledger.store import open_store
 from tests.conftest import run_sql

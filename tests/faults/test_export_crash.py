@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import Context, ManualClock, SimulatedReceiver
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from tests.support.evidence import SIGNER, VERIFIER_KEY, make_history, parsed, read_lines

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from effectledger import LedgerSettings, OperationState
-from effectledger.audit.export import export_log
-from effectledger.audit.keys import origin_for
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.bundles.export import export_log
+from effectledger.audit.log.origins import origin_for
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.clock import SystemClock
 from tests.faults._disk import check_consistent
 from tests.faults._patroni import HaCluster, ha_cluster

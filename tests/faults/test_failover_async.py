@@ -26,8 +26,8 @@ import psycopg
 import pytest
 
 from effectledger import LedgerSettings, OperationState
-from effectledger.audit.memory import SealerMemory
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.memory import SealerMemory
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.clock import SystemClock
 from effectledger.errors import AuditVerificationFailed
 from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER

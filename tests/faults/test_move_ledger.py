@@ -27,10 +27,10 @@ from effectledger import (
     Outcome,
 )
 from effectledger.app.keys import ApiKeys
-from effectledger.audit.cosign import Cosigner
 from effectledger.audit.moving import move_ledger
-from effectledger.audit.witness import Witness
-from effectledger.audit.witness_http import serve_witness
+from effectledger.audit.witnessing.cosign import Cosigner
+from effectledger.audit.witnessing.witness import Witness
+from effectledger.audit.witnessing.witness_http import serve_witness
 from effectledger.authority.capacity import totals_mismatches_in
 from effectledger.cli import main as cli_main
 from effectledger.model.evidence import EvidencePolicy, capture

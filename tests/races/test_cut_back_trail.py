@@ -28,7 +28,7 @@ from effectledger import (
     TamperedOperation,
 )
 from effectledger.audit import LogSealer
-from effectledger.audit.signers import generate_signer
+from effectledger.audit.keys.signers import generate_signer
 from effectledger.destinations.simulated import SubmitMode
 from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
 from effectledger.ledger.trail import write_event

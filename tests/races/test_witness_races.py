@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import EffectLedger
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed
 from effectledger.store import open_store
 from tests.conftest import count_rows, raw_sql

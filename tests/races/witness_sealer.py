@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from effectledger.audit.sealer import LogSealer
+from effectledger.audit.sealing.sealer import LogSealer
 from effectledger.errors import AuditVerificationFailed
 from effectledger.store import open_store
 from tests.support.evidence import SIGNER

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from effectledger import Context, Observation, Outcome, SimulatedReceiver, SubmitMode
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.signers import Signer
 from effectledger.ledger import Ledger
 from effectledger.workers import Executor
 from tests.conftest import admit
@@ -91,9 +91,9 @@ def verify_both_ways(source: Any, keys: Any, **options: Any) -> Any:
     For a file, the split scan (when it does not decline) must equal the serial scan too, so a
     tampered bundle is named identically whichever way it is verified.
     """
-    from effectledger.audit.bundle_scan import scan_bundle
-    from effectledger.audit.bundle_split import split_scan
-    from effectledger.audit.verify import verify_bundle
+    from effectledger.audit.bundles.scan import scan_bundle
+    from effectledger.audit.bundles.split import split_scan
+    from effectledger.audit.bundles.verify import verify_bundle
 
     serial = verify_bundle(source, keys, jobs=1, **options)
     if isinstance(source, bytes) or not Path(source).is_file():

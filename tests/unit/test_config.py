@@ -89,7 +89,7 @@ def test_a_bad_value_is_refused_naming_the_setting_and_its_source(
 
 def test_seal_witnesses_come_from_a_toml_list_or_a_spaced_variable(tmp_path: Path) -> None:
     """Witnesses are a TOML list of URL=KEY strings, or the variable's space-separated text."""
-    from effectledger.audit.cosign import Cosigner
+    from effectledger.audit.witnessing.cosign import Cosigner
 
     keys = [Cosigner(f"w.example/{n}", bytes(32 * [n])).verifier().key_string() for n in (1, 2)]
     entries = [f"http://127.0.0.1:{9000 + n}={key}" for n, key in enumerate(keys)]

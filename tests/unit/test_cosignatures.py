@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from effectledger.audit.bundle import checkpoint_line, header_line
-from effectledger.audit.cosign import Cosigner
-from effectledger.audit.merkle import EMPTY_ROOT
-from effectledger.audit.note import open_note
-from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.verify import verify_bundle
-from effectledger.audit.witness import Witness
+from effectledger.audit.bundles.format import checkpoint_line, header_line
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.log.merkle import EMPTY_ROOT
+from effectledger.audit.log.note import open_note
+from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
+from effectledger.audit.witnessing.cosign import Cosigner
+from effectledger.audit.witnessing.witness import Witness
 from effectledger.cli import main
 from effectledger.errors import InvalidInput
 from tests.support.evidence import SIGNER, VERIFIER_KEY

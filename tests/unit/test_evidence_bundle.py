@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.bundle import event_line
-from effectledger.audit.bundle_reader import (
+from effectledger.audit.bundles.format import event_line
+from effectledger.audit.bundles.reader import (
     parse_event_line,
     parse_line,
     scan_event_line,
@@ -161,8 +161,8 @@ def test_an_event_line_with_a_duplicate_key_is_refused_whatever_its_hashes() -> 
 
 def test_an_empty_bundle_never_verifies() -> None:
     """No bytes: ``bundle_malformed``; with a kept checkpoint: ``checkpoint_inconsistent``."""
-    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-    from effectledger.audit.verify import verify_bundle
+    from effectledger.audit.bundles.verify import verify_bundle
+    from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
     from tests.support.evidence import SIGNER
 
     kept = sign_checkpoint(Checkpoint("effectledger/acme", 3, bytes(32)), [SIGNER])
@@ -175,9 +175,9 @@ def test_an_empty_bundle_never_verifies() -> None:
 
 def _signed_bundle(bodies: list[dict[str, object]]) -> bytes:
     """A log bundle of ``bodies`` (one operation's chain, in order) under one checkpoint."""
-    from effectledger.audit.bundle import checkpoint_line, header_line
-    from effectledger.audit.merkle import MerkleTree
-    from effectledger.audit.tlog import Checkpoint, sign_checkpoint
+    from effectledger.audit.bundles.format import checkpoint_line, header_line
+    from effectledger.audit.log.merkle import MerkleTree
+    from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
     from tests.support.evidence import SIGNER
 
     lines, tree, previous = [header_line("acme")], MerkleTree(), GENESIS_HASH
@@ -194,7 +194,7 @@ def _signed_bundle(bodies: list[dict[str, object]]) -> bytes:
 def test_the_verifiers_loop_takes_escaped_ids_by_the_exact_path(operation_id: str) -> None:
     """A chain whose operation id needs escapes verifies like a plain one, and an edited event
     of it is still named: the loop's loose pattern leaves such lines to the exact parser."""
-    from effectledger.audit.verify import verify_bundle
+    from effectledger.audit.bundles.verify import verify_bundle
     from tests.support.evidence import VERIFIER_KEY
 
     bodies = [_body(operation_id=operation_id, event_id=f"{n:032x}") for n in range(3)]
@@ -212,8 +212,8 @@ def test_the_blob_an_event_cites_is_its_own_reference_not_one_its_details_spell(
 ) -> None:
     """The scan notes the blob the body's own evidence_reference cites, on the fast path and the
     exact one alike, and not a blob reference spelled inside the details or another string."""
-    from effectledger.audit.bundle_reader import cited_blob
-    from effectledger.audit.bundle_scan import scan_bundle
+    from effectledger.audit.bundles.reader import cited_blob
+    from effectledger.audit.bundles.scan import scan_bundle
 
     spelled = "evidence_blobs/sha256:" + "a" * 64
     details = {"evidence_reference": spelled, "note": f',"evidence_reference":"{spelled}"'}

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.frontier import Frontier, consistency_proof, roots_at
-from effectledger.audit.merkle import EMPTY_ROOT, MerkleTree, leaf_hash
-from effectledger.audit.proofs import verify_consistency
+from effectledger.audit.log.frontier import Frontier, consistency_proof, roots_at
+from effectledger.audit.log.merkle import EMPTY_ROOT, MerkleTree, leaf_hash
+from effectledger.audit.log.proofs import verify_consistency
 
 LEAVES = [leaf_hash(str(index).encode()) for index in range(300)]
 TREE = MerkleTree(LEAVES)

@@ -9,7 +9,7 @@ import pytest
 from effectledger import InvalidInput
 from effectledger.app import protection
 from effectledger.app.protection import LedgerKeys, create_keys, load_keys
-from effectledger.audit.keys import KEY_ENV
+from effectledger.audit.keys.files import KEY_ENV
 from effectledger.errors import TrailKeyInvalid
 from effectledger.keyfiles import key_directory_for
 

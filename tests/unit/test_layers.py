@@ -44,6 +44,19 @@ FLOORS: dict[str, int] = {
 """Each room's floor, from the ground up (docs/design.md, "Layers")."""
 
 
+AUDIT_FLOORS: dict[str, int] = {
+    "keys": 1,
+    "findings": 1,
+    "log": 2,
+    "witnessing": 3,
+    "sealing": 4,
+    "bundles": 4,
+    "explain": 5,
+    "moving": 5,
+}
+"""Each room of ``audit``'s own floors (docs/design.md, "The evidence rooms")."""
+
+
 def _name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -205,3 +218,49 @@ def test_callers_reach_only_the_one_object() -> None:
         if module.startswith("effectledger.callers")
     }
     assert {module: found for module, found in reached.items() if found} == {}
+
+
+def audit_room(module: str) -> str | None:
+    """The room of ``audit`` that ``module`` lives in (``None`` outside it, or for its own
+    ``__init__``)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "audit" else None
+
+
+def upward_in_audit(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
+    """Every import inside ``audit`` that points to one of its rooms on the same floor or above."""
+    found: dict[str, list[str]] = {}
+    for module, targets in graph.items():
+        here = audit_room(module)
+        if here is None:
+            continue
+        wrong = sorted(
+            target
+            for target in targets
+            if (there := audit_room(target)) is not None
+            and there != here
+            and AUDIT_FLOORS.get(there, 0) >= AUDIT_FLOORS.get(here, 0)
+        )
+        if wrong:
+            found[module] = wrong
+    return found
+
+
+def test_every_evidence_room_has_a_floor() -> None:
+    """A new module or package of ``audit`` is given a floor before it lands."""
+    rooms = {audit_room(module) for module in MODULES} - {None}
+    assert rooms == AUDIT_FLOORS.keys()
+
+
+def test_evidence_imports_point_down() -> None:
+    """Inside ``audit`` no module imports a room on its own floor or above."""
+    assert upward_in_audit(EVERY) == {}
+
+
+def test_the_evidence_floor_check_finds_an_upward_import() -> None:
+    """The log importing the sealer's memory (a floor up) is caught."""
+    broken = {name: set(targets) for name, targets in EVERY.items()}
+    broken["effectledger.audit.log.tlog"].add("effectledger.audit.sealing.memory")
+    assert upward_in_audit(broken) == {
+        "effectledger.audit.log.tlog": ["effectledger.audit.sealing.memory"]
+    }

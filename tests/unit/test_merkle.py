@@ -1,4 +1,4 @@
-"""Tests for the RFC 9162 Merkle tree and its proofs in effectledger.audit.merkle and .proofs.
+"""Tests for the RFC 9162 Merkle tree and its proofs in effectledger.audit.log.merkle and .proofs.
 
 Known-answer vectors come from the Certificate Transparency reference test data as published in
 github.com/transparency-dev/merkle (testonly/constants.go, testonly/reference_test.go and
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectledger.audit.merkle import (
+from effectledger.audit.log.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
     MerkleTree,
@@ -25,7 +25,7 @@ from effectledger.audit.merkle import (
     node_hash,
     root_hash,
 )
-from effectledger.audit.proofs import verify_consistency, verify_inclusion
+from effectledger.audit.log.proofs import verify_consistency, verify_inclusion
 from effectledger.errors import ProofError
 
 # --- Known-answer data (transparency-dev/merkle testonly + proof/verify_test.go) ------------------

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectledger.audit.merkle import MerkleTree, leaf_hash
-from effectledger.audit.note import MAX_SIGNATURES, Note, Signature, open_note, sign_note
-from effectledger.audit.proofs import verify_inclusion
-from effectledger.audit.signers import Signer, Verifier, generate_signer, key_id
-from effectledger.audit.tlog import Checkpoint, open_checkpoint, sign_checkpoint
+from effectledger.audit.keys.signers import Signer, Verifier, generate_signer, key_id
+from effectledger.audit.log.merkle import MerkleTree, leaf_hash
+from effectledger.audit.log.note import MAX_SIGNATURES, Note, Signature, open_note, sign_note
+from effectledger.audit.log.proofs import verify_inclusion
+from effectledger.audit.log.tlog import Checkpoint, open_checkpoint, sign_checkpoint
 from effectledger.errors import EffectLedgerError, NoteError
 
 EM = "\u2014"  # EM DASH, the signature line prefix
@@ -515,7 +515,7 @@ def test_forged_key_id_under_the_trusted_name_is_a_bad_signature() -> None:
 def test_each_key_verifies_a_note_once_however_often_it_is_opened() -> None:
     """A note opened twice, with its signature line repeated, costs one Ed25519 verification;
     a changed text is verified afresh and refused."""
-    from effectledger.audit.note import _verified
+    from effectledger.audit.log.note import _verified
 
     signer = Signer("log.example", bytes(range(32)))
     note = sign_note("effectledger/acme\n3\n" + "A" * 43 + "=\n", [signer])

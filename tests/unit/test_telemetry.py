@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from effectledger import OperationState, SubmitMode
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.signers import Signer
 from effectledger.model.authority import Correlation
 from tests.acceptance.test_authority_matrix import AGENT, REFUND_30, REVIEWER
 from tests.worker.support import LOOKUP_WINDOW, Refunds, refunds

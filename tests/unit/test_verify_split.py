@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from effectledger.audit.bundle import (
+from effectledger.audit.bundles.format import (
     blob_line,
     checkpoint_line,
     consistency_line,
     event_line,
     header_line,
 )
-from effectledger.audit.bundle_scan import scan_bundle
-from effectledger.audit.bundle_split import _cuts, scan_in_parts, split_scan
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.verify import verify_bundle
+from effectledger.audit.bundles.scan import scan_bundle
+from effectledger.audit.bundles.split import _cuts, scan_in_parts, split_scan
+from effectledger.audit.bundles.verify import verify_bundle
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
 from effectledger.cli import main
 from effectledger.errors import InvalidInput
 from effectledger.events.chain import GENESIS_HASH
@@ -234,7 +234,7 @@ def test_the_default_splits_a_large_file_only_where_forking_is_safe(
 
     Whether the process may fork is pinned each way rather than read from the live thread count,
     which another test's finishing thread (or a parallel runner's own) changes at any moment."""
-    from effectledger.audit import bundle_split
+    from effectledger.audit.bundles import split as bundle_split
 
     path = tmp_path / "log.jsonl"
     _write(path, 400, 100)
@@ -267,7 +267,7 @@ def test_a_second_running_thread_makes_the_process_unforkable() -> None:
     """While a second thread runs, the process counts as one that may not fork."""
     import threading
 
-    from effectledger.audit import bundle_split
+    from effectledger.audit.bundles import split as bundle_split
 
     release = threading.Event()
     thread = threading.Thread(target=release.wait, name="held")

@@ -17,11 +17,11 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from effectledger.audit.cosign import CosignatureVerifier, Cosigner
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.signers import Signer
-from effectledger.audit.tlog import Checkpoint, sign_checkpoint
-from effectledger.audit.witness import SIZE_CONTENT_TYPE, Witness
+from effectledger.audit.keys.signers import Signer
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.log.tlog import Checkpoint, sign_checkpoint
+from effectledger.audit.witnessing.cosign import CosignatureVerifier, Cosigner
+from effectledger.audit.witnessing.witness import SIZE_CONTENT_TYPE, Witness
 from effectledger.errors import LogKeyInvalid
 
 LOG = Signer("log.example/test", bytes(range(32)))

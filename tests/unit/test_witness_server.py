@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from effectledger.audit.cosign import Cosigner
-from effectledger.audit.merkle import MerkleTree
-from effectledger.audit.witness import Witness
-from effectledger.audit.witness_http import PATH, serve_witness
+from effectledger.audit.log.merkle import MerkleTree
+from effectledger.audit.witnessing.cosign import Cosigner
+from effectledger.audit.witnessing.witness import Witness
+from effectledger.audit.witnessing.witness_http import PATH, serve_witness
 from tests.unit.test_witness import LOG, NOW, leaves, note, request
 
 

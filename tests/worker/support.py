@@ -20,7 +20,7 @@ from effectledger import (
     SimulatedReceiver,
     SubmitMode,
 )
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.signers import Signer
 from effectledger.clock import Clock
 from effectledger.destinations import Destination
 from effectledger.examples.refunds import OrderBook, refund_action

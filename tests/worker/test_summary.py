@@ -15,7 +15,7 @@ import pytest
 
 from effectledger import Context, ManualClock, NotPermitted
 from effectledger.app.keys import ApiKeys
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.signers import Signer
 from effectledger.callers.http.app import create_app
 from tests.acceptance.test_authority_matrix import AGENT, REVIEWER
 from tests.http_api.server import serving

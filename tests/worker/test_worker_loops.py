@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from effectledger import InvalidInput, ManualClock, OperationState
-from effectledger.audit.signers import Signer
+from effectledger.audit.keys.signers import Signer
 from effectledger.workers import Worker, WorkerSettings
 from tests.acceptance.test_authority_matrix import REVIEWER
 from tests.conftest import count_rows

@@ -42,10 +42,10 @@ from effectledger.model.review import PendingPage, ProposalReview, QueueOrder
 from effectledger.workers.recovery import RecoveryReport
 
 if TYPE_CHECKING:
+    from effectledger.audit.bundles.export import ExportReport
     from effectledger.audit.explain import Sentence
-    from effectledger.audit.export import ExportReport
-    from effectledger.audit.sealer import SealReport
-    from effectledger.audit.signers import Signer
+    from effectledger.audit.keys.signers import Signer
+    from effectledger.audit.sealing.sealer import SealReport
 
 __all__ = ["SYNC_ONLY", "AsyncEffectLedger", "connect_async"]
 

@@ -67,7 +67,7 @@ def _count(low: int, high: int) -> Callable[[object], int]:
 
 def _witnesses(value: object) -> tuple[str, ...]:
     """``URL=KEY`` witness entries: a TOML list of strings, or text separated by spaces."""
-    from effectledger.audit.witnessing import parse_witnesses
+    from effectledger.audit.witnessing.submit import parse_witnesses
 
     if isinstance(value, str):
         entries = value.split()

@@ -23,7 +23,7 @@ from effectledger.ledger import LedgerSettings
 from effectledger.store import open_store
 
 if TYPE_CHECKING:
-    from effectledger.audit.signers import Signer
+    from effectledger.audit.keys.signers import Signer
 
 __all__ = ["DEFAULT_URL", "URL_VARIABLE", "connect"]
 

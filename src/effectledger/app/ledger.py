@@ -55,10 +55,10 @@ from effectledger.workers.executor import Executor
 from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
 
 if TYPE_CHECKING:  # the evidence tooling is imported by the calls that use it, not the hot path
+    from effectledger.audit.bundles.export import ExportReport
     from effectledger.audit.explain import Sentence
-    from effectledger.audit.export import ExportReport
-    from effectledger.audit.sealer import SealReport
-    from effectledger.audit.signers import Signer
+    from effectledger.audit.keys.signers import Signer
+    from effectledger.audit.sealing.sealer import SealReport
 
 __all__ = ["EffectLedger"]
 
@@ -407,7 +407,7 @@ class EffectLedger:
         """The log key: the one given, else the key file's, parsed once (else, at the seal,
         ``$EFFECTLEDGER_LOG_KEY``)."""
         if self._signer is None and self._log_key_file is not None:
-            from effectledger.audit.keys import load_signer
+            from effectledger.audit.keys.files import load_signer
 
             self._signer = load_signer(self._log_key_file)
         return self._signer

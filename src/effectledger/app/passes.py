@@ -20,9 +20,9 @@ from effectledger.model.operations import DispatchResult, validate_limit
 from effectledger.store import Store
 
 if TYPE_CHECKING:
-    from effectledger.audit.export import ExportReport
-    from effectledger.audit.sealer import LogSealer, SealReport
-    from effectledger.audit.signers import Signer
+    from effectledger.audit.bundles.export import ExportReport
+    from effectledger.audit.keys.signers import Signer
+    from effectledger.audit.sealing.sealer import LogSealer, SealReport
 
 __all__ = ["dispatch_ready", "export", "seal", "seal_pending"]
 
@@ -55,9 +55,9 @@ def _sealer(
 ) -> LogSealer:
     """The ledger's sealer: its log key (``signer`` else ``$EFFECTLEDGER_LOG_KEY``), its trail
     keys (only authentic events are sealed) and its memory file, if it has one."""
-    from effectledger.audit.keys import load_signer
-    from effectledger.audit.memory import SealerMemory
-    from effectledger.audit.sealer import LogSealer
+    from effectledger.audit.keys.files import load_signer
+    from effectledger.audit.sealing.memory import SealerMemory
+    from effectledger.audit.sealing.sealer import LogSealer
 
     return LogSealer(
         store,
@@ -114,6 +114,6 @@ def export(
     store: Store, clock: Clock, tenant_id: str, path: str | Path, exporter_id: str | None
 ) -> ExportReport:
     """Append the tenant's sealed log to the evidence bundle at ``path``, resumably."""
-    from effectledger.audit.export import export_log
+    from effectledger.audit.bundles.export import export_log
 
     return export_log(store, tenant_id, path, exporter_id=exporter_id, clock=clock)

@@ -3,8 +3,8 @@
 A ledger is protected by two keys the database never holds (``docs/evidence.md``): the **trail
 key** tags every event, so a claim refuses a trail an administrator re-hashed
 (:mod:`effectledger.events.authentication`), and the **log key** signs the checkpoints of the
-sealed logs that reviewers verify (:mod:`effectledger.audit.keys`). :func:`find_keys` takes each
-from, in order: what the caller passed, the environment (``$EFFECTLEDGER_TRAIL_KEY``,
+sealed logs that reviewers verify (:mod:`effectledger.audit.keys.files`). :func:`find_keys` takes
+each from, in order: what the caller passed, the environment (``$EFFECTLEDGER_TRAIL_KEY``,
 ``$EFFECTLEDGER_LOG_KEY``), then the key directory (:func:`~effectledger.keyfiles.
 key_directory_for`). A ledger that has never written an event and has no key directory gets
 one, with a new key of each kind (:func:`create_keys`); an older ledger keeps opening without,
@@ -45,7 +45,7 @@ from effectledger.keyfiles import (
 from effectledger.store import Store, redact
 
 if TYPE_CHECKING:
-    from effectledger.audit.signers import Signer
+    from effectledger.audit.keys.signers import Signer
 
 __all__ = [
     "LedgerKeys",
@@ -71,8 +71,8 @@ LOG_EXPOSED = (
 
 
 _LOG_KEY_ENV = "EFFECTLEDGER_LOG_KEY"
-""":data:`effectledger.audit.keys.KEY_ENV`, named here so that opening a ledger (and performing)
-loads no evidence module: the log key is parsed by the first seal."""
+""":data:`effectledger.audit.keys.files.KEY_ENV`, named here so that opening a ledger (and
+performing) loads no evidence module: the log key is parsed by the first seal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class LedgerKeys:
         """
         if self.signer is not None or not self.has_log_key:
             return self.signer
-        from effectledger.audit.keys import load_signer
+        from effectledger.audit.keys.files import load_signer
 
         return load_signer(self.log_key_file)
 
@@ -148,7 +148,7 @@ def create_keys(directory: Path, *, log_key_name: str = "effectledger") -> Ledge
     so another process never sees a half-made one; when another process made ``directory``
     first, its keys are the ones returned (``created`` false). Nothing is printed or logged.
     """
-    from effectledger.audit.keys import new_key_pair
+    from effectledger.audit.keys.files import new_key_pair
 
     directory = directory.absolute()
     staging = directory.with_name(f".{directory.name}.{secrets.token_hex(8)}")
@@ -218,9 +218,9 @@ def find_keys(
 
 def sealer_memory_for(url: str, key_dir: str | os.PathLike[str] | None = None) -> Path | None:
     """Where a sealer of the ledger at ``url`` keeps its memory by default
-    (:mod:`effectledger.audit.memory`): ``sealer-memory.json`` in the ledger's key directory,
-    beside its keys; ``None`` when the ledger has no key directory (none exists, or none can be
-    named: a PostgreSQL ledger without ``key_dir``)."""
+    (:mod:`effectledger.audit.sealing.memory`): ``sealer-memory.json`` in the ledger's key
+    directory, beside its keys; ``None`` when the ledger has no key directory (none exists, or none
+    can be named: a PostgreSQL ledger without ``key_dir``)."""
     try:
         directory = key_directory_for(url, key_dir)
     except InvalidInput:

@@ -150,13 +150,13 @@ def _refuse(standing: ProposalReview, approve: bool) -> None:
 def prove(authority: Authority, context: Context, operation_id: str) -> bytes:
     """A receipt proving the operation's sealed events are in the tenant's signed log.
 
-    The bytes of a ``receipt`` bundle (:func:`effectledger.audit.receipt.prove_events`): the
+    The bytes of a ``receipt`` bundle (:func:`effectledger.audit.bundles.receipt.prove_events`): the
     latest signed checkpoint and each sealed event of the operation with its inclusion proof,
     verifiable offline with ``effectledger audit verify --bundle FILE --key KEY``.
     :class:`~effectledger.errors.LogNotSealed` while no checkpoint covers its events yet. Needs
     the approver or auditor role.
     """
-    from effectledger.audit.receipt import prove_events
+    from effectledger.audit.bundles.receipt import prove_events
 
     require_reader(context)
     events = authority.ledger.events(context, operation_id)

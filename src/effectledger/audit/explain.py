@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from effectledger.audit.blobs import require_blobs
+from effectledger.audit.bundles.blobs import require_blobs
 from effectledger.display import printable
 from effectledger.errors import AuditVerificationFailed, InvalidInput, InvalidTransition, NotFound
 from effectledger.events.authentication import TrailKeys

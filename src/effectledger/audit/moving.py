@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from effectledger.audit.frontier import Frontier
+from effectledger.audit.log.frontier import Frontier
 from effectledger.errors import AuditVerificationFailed, InvalidInput
 from effectledger.events.chain import verify_chain
 from effectledger.events.record import event_from_row

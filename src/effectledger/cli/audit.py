@@ -12,11 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from effectledger.audit.bundle_reader import read_events
+from effectledger.audit.bundles.reader import read_events
+from effectledger.audit.bundles.verify import VerificationReport, verify_bundle
 from effectledger.audit.explain import explain, explain_stored
-from effectledger.audit.keys import origin_for, parse_verifiers
-from effectledger.audit.reading import latest_checkpoint, operation_events
-from effectledger.audit.verify import VerificationReport, verify_bundle
+from effectledger.audit.keys.files import parse_verifiers
+from effectledger.audit.log.origins import origin_for
+from effectledger.audit.witnessing.reading import latest_checkpoint, operation_events
 from effectledger.cli import audit_log, trail_keys
 from effectledger.cli.ledger import OPERATOR, operation_document
 from effectledger.cli.options import (

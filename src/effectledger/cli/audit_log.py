@@ -12,12 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from effectledger.audit.export import DEFAULT_EXPORT_BATCH, export_log, prove_events
-from effectledger.audit.keys import KEY_ENV, load_signer, new_key_pair, write_signer_key
-from effectledger.audit.memory import SealerMemory
-from effectledger.audit.schedule import seal_periodically
-from effectledger.audit.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
-from effectledger.audit.witnessing import parse_witnesses
+from effectledger.audit.bundles.export import DEFAULT_EXPORT_BATCH, export_log, prove_events
+from effectledger.audit.keys.files import KEY_ENV, load_signer, new_key_pair, write_signer_key
+from effectledger.audit.sealing.memory import SealerMemory
+from effectledger.audit.sealing.schedule import seal_periodically
+from effectledger.audit.sealing.sealer import DEFAULT_BATCH_SIZE, LogSealer, SealReport
+from effectledger.audit.witnessing.submit import parse_witnesses
 from effectledger.cli.options import Commands, add_db, add_json, open_existing, positive
 from effectledger.cli.output import Output
 from effectledger.cli.protection import add_key_dir, found_trail_keys, log_signer, sealer_memory

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from effectledger.app.ledger import EffectLedger
 from effectledger.app.protection import create_keys
-from effectledger.audit.keys import origin_for
-from effectledger.audit.sealer import SealReport
+from effectledger.audit.log.origins import origin_for
+from effectledger.audit.sealing.sealer import SealReport
 from effectledger.callers.dispatch_tool import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
@@ -119,7 +119,7 @@ def run_demo(out: Output, folder: Path | None = None) -> int:
 
 def _evidence(out: Output, app: EffectLedger, bundle: Path, verifier_key: str) -> bool:
     """Seal the log, export its bundle and verify it offline with the verifier key alone."""
-    from effectledger.audit.verify import verify_bundle
+    from effectledger.audit.bundles.verify import verify_bundle
 
     v = out.value
     auditor = Context(tenant_id="acme", actor_id="auditor", roles=frozenset({"auditor"}))

@@ -24,7 +24,7 @@ from effectledger.keyfiles import KEY_DIR_ENV, LOG_KEY_FILE, TRAIL_KEYS_FILE, ke
 from effectledger.store import Store
 
 if TYPE_CHECKING:
-    from effectledger.audit.signers import Signer
+    from effectledger.audit.keys.signers import Signer
 
 __all__ = [
     "add_key_dir",
@@ -59,7 +59,7 @@ def configured_key_dir(args: argparse.Namespace) -> str | None:
 def log_signer(args: argparse.Namespace) -> Signer:
     """The log key of ``audit seal`` / ``rotate-key``: ``--key-file``, else
     ``$EFFECTLEDGER_LOG_KEY``, else the key directory's ``log.key``; ``LogKeyInvalid`` if none."""
-    from effectledger.audit.keys import KEY_ENV, load_signer
+    from effectledger.audit.keys.files import KEY_ENV, load_signer
 
     if args.key_file is not None or os.environ.get(KEY_ENV, "").strip():
         return load_signer(args.key_file)

@@ -6,8 +6,8 @@ import argparse
 import time
 from pathlib import Path
 
-from effectledger.audit.cosign import Cosigner
-from effectledger.audit.keys import parse_verifiers, write_signer_key
+from effectledger.audit.keys.files import parse_verifiers, write_signer_key
+from effectledger.audit.witnessing.cosign import Cosigner
 from effectledger.cli.options import Commands, add_json, read_text_file
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
@@ -74,8 +74,8 @@ def _keygen(args: argparse.Namespace, out: Output) -> int:
 
 
 def _serve(args: argparse.Namespace, out: Output) -> int:
-    from effectledger.audit.witness import Witness
-    from effectledger.audit.witness_http import serve_witness
+    from effectledger.audit.witnessing.witness import Witness
+    from effectledger.audit.witnessing.witness_http import serve_witness
 
     if not 0 <= args.port < 65536:
         raise InvalidInput("--port must be from 0 to 65535", field="port")

@@ -107,12 +107,12 @@ class NoteError(InvalidInput, ReasonedError, ValueError):
     Raised by the C2SP formats of :mod:`effectledger.audit` (signers, notes, checkpoints), which
     take their input from a caller or a file. ``reason`` (also ``details["reason"]``) is one of
     ``note_malformed`` (syntax), ``note_unverified`` (no trusted key signed; ``note`` is the
-    parsed, untrusted :class:`~effectledger.audit.note.Note` and ``details["signed_by"]`` lists
+    parsed, untrusted :class:`~effectledger.audit.log.note.Note` and ``details["signed_by"]`` lists
     the ``name+keyid`` of the keys that did sign),
     ``note_bad_signature`` (a trusted key's signature fails), ``key_invalid`` (bad key string or
     name, or ambiguous verifiers), ``checkpoint_malformed`` and ``checkpoint_origin_mismatch``.
     Checking stored or exported evidence turns these into :class:`AuditVerificationFailed`
-    reasons in one place (:func:`effectledger.audit.checkpoints.refusal_reason`).
+    reasons in one place (:func:`effectledger.audit.log.checkpoints.refusal_reason`).
     """
 
     code = "note_invalid"

@@ -18,9 +18,9 @@ follows, with SHA-256 and nothing else:
 * the Merkle **leaf entry** is ``B`` itself, so ``leaf_hash = SHA-256(0x00 ‖ B)`` (RFC 9162 §2.1.1).
 
 The body, the row splice, the details cut, the bundle's event line and its fast scanner
-(:mod:`effectledger.audit.bundle`, :mod:`effectledger.audit.bundle_reader`) are all generated
-from :data:`EVENT_FIELDS`; adding a field is one line here (with its ``audit_events`` column and
-its :class:`~effectledger.model.AuditEvent` attribute).
+(:mod:`effectledger.audit.bundles.format`, :mod:`effectledger.audit.bundles.reader`) are all
+generated from :data:`EVENT_FIELDS`; adding a field is one line here (with its ``audit_events``
+column and its :class:`~effectledger.model.AuditEvent` attribute).
 """
 
 from __future__ import annotations

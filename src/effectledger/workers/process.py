@@ -44,7 +44,7 @@ from effectledger.workers.recovery import RecoveryReport
 from effectledger.workers.settings import WorkerSettings
 
 if TYPE_CHECKING:
-    from effectledger.audit.sealer import SealReport
+    from effectledger.audit.sealing.sealer import SealReport
 
 __all__ = ["LoopTotals", "Passes", "Worker"]
 
