@@ -4,6 +4,12 @@ A person logs in with their API key once; the desk keeps, in this process's memo
 named by a random 256-bit id (only its SHA-256 is kept) that stands for that key, with its own
 CSRF token. Every request re-reads the key, so a revoked key ends its sessions at once, and a
 session lasts at most :data:`SESSION_LIFETIME`. The token itself is never stored.
+
+Sessions are bounded so that no key can lock the others out: one key holds at most
+:data:`MAX_SESSIONS_PER_KEY` (its oldest is ended by a new login), and when the desk holds
+:data:`MAX_SESSIONS` a login first drops the expired sessions and those of revoked keys, then
+ends the oldest session of the key that holds the most. A person logging in always gets a
+session; a key spraying logins only ever ends its own, until it holds no more than anyone else.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ from datetime import datetime, timedelta
 
 from effectledger.app.keys import ApiKeys
 from effectledger.clock import Clock, SystemClock
-from effectledger.errors import NotAuthenticated, NotFound
+from effectledger.errors import NotFound
 from effectledger.model import Context
 
-__all__ = ["SESSION_LIFETIME", "Session", "Sessions"]
+__all__ = ["MAX_SESSIONS", "MAX_SESSIONS_PER_KEY", "SESSION_LIFETIME", "Session", "Sessions"]
 
 SESSION_LIFETIME = timedelta(hours=8)
 MAX_SESSIONS = 10_000
+"""Sessions the desk keeps at most, across every key."""
+MAX_SESSIONS_PER_KEY = 16
+"""Sessions one key keeps at most: a person's browsers and devices, not a flood."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +65,7 @@ class Sessions:
     def login(self, token: str) -> tuple[str, Session]:
         """A new session for a live key's ``token``: its id (for the cookie) and the session.
 
-        :class:`NotAuthenticated` for a missing, unknown or revoked key.
+        :class:`~effectledger.errors.NotAuthenticated` for a missing, unknown or revoked key.
         """
         context = self.keys.authenticate(token)
         session_id = secrets.token_urlsafe(32)
@@ -66,14 +75,46 @@ class Sessions:
             csrf=secrets.token_urlsafe(32),
             expires_at=self.clock.now() + SESSION_LIFETIME,
         )
-        now = self.clock.now()
         with self._lock:
-            if len(self._live) >= MAX_SESSIONS:
-                self._live = {k: s for k, s in self._live.items() if s.expires_at > now}
-            if len(self._live) >= MAX_SESSIONS:
-                raise NotAuthenticated("too many live sessions", reason="too_many_sessions")
+            full = len(self._live) >= MAX_SESSIONS
+        if full:
+            self._prune()  # outside the lock: it reads each key's row
+        with self._lock:
+            own = [k for k, live in self._live.items() if live.key_id == session.key_id]
+            for digest in own[: max(len(own) - MAX_SESSIONS_PER_KEY + 1, 0)]:
+                del self._live[digest]  # insertion order: the key's oldest first
+            while len(self._live) >= MAX_SESSIONS:
+                self._evict_from_the_largest()
             self._live[_digest(session_id)] = session
         return session_id, session
+
+    def count(self, key_id: str | None = None) -> int:
+        """Live sessions held (by ``key_id``, or by every key), expired ones included until
+        they are dropped."""
+        with self._lock:
+            return sum(1 for s in self._live.values() if key_id is None or s.key_id == key_id)
+
+    def _prune(self) -> None:
+        """Drop expired sessions and those of keys revoked (or deleted) since they logged in."""
+        now = self.clock.now()
+        with self._lock:
+            keys = {session.key_id for session in self._live.values()}
+        revoked = {key_id for key_id in keys if not self._key_is_live(key_id)}
+        with self._lock:
+            self._live = {
+                digest: session
+                for digest, session in self._live.items()
+                if session.expires_at > now and session.key_id not in revoked
+            }
+
+    def _evict_from_the_largest(self) -> None:
+        """End the oldest session of the key that holds the most (call with the lock held)."""
+        held: dict[str, int] = {}
+        for session in self._live.values():
+            held[session.key_id] = held.get(session.key_id, 0) + 1
+        largest = max(held, key=held.__getitem__)
+        oldest = next(d for d, session in self._live.items() if session.key_id == largest)
+        del self._live[oldest]
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session named ``session_id``, or ``None`` (ended, expired or revoked key)."""
