@@ -169,3 +169,30 @@ def test_text_that_spells_a_mark_cannot_pass_for_one(desk: Desk, rita: httpx.Cli
     html = page_of(rita, proposal.proposal_id)
     assert "\u27e8U+27E8\u27e9</mark>U+202E\u27e9" in html
     assert 'id="hidden-characters"' in html
+
+
+def test_a_secure_cookie_dropped_over_plain_http_is_explained(desk: Desk) -> None:
+    """A desk with Secure cookies reached over plain HTTP: the browser drops the login cookie,
+    and the login page says so and how to fix it, instead of "the login form expired"."""
+    from effectledger.app.keys import ApiKeys
+    from effectledger.callers.http.app import create_app
+    from tests.http_api.server import serving
+
+    keys = ApiKeys(desk.world.ledger.store)
+    with (
+        serving(create_app(desk.world.app, keys, desk=True, secure_cookies=True)) as base,
+        httpx.Client(base_url=base, timeout=30) as client,
+    ):
+        form = client.get("/desk/login")
+        assert "Secure" in form.headers["set-cookie"]
+        nonce = re.search(r'name="nonce" value="([^"]+)"', form.text)
+        assert nonce is not None
+        posted = client.post(
+            "/desk/login", data={"nonce": nonce.group(1), "token": desk.tokens["rita"]}
+        )
+        assert posted.status_code == 422  # invalid_input, as every refused login form
+        assert "plain HTTP" in posted.text
+        assert "--plain-http-cookies" in posted.text
+        assert "effectledger_desk=" not in posted.headers.get("set-cookie", "")
+        front = client.get("/", follow_redirects=False)
+        assert (front.status_code, front.headers["location"]) == (307, "/desk/")

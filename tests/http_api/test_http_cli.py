@@ -175,9 +175,14 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         assert "default-src 'none'" in desk.headers["content-security-policy"]
         assert "Secure" in desk.headers["set-cookie"]
         assert httpx.get(f"{base}/desk/static/desk.css").status_code == 200
+        front = httpx.get(f"{base}/")  # the front door leads to the desk
+        assert (front.status_code, front.headers["location"]) == (307, "/desk/")
     finally:
         server.send_signal(signal.SIGTERM)
         output = server.communicate(timeout=30)[0]
+    assert f"the reviewer's desk: {base}/desk/" in output
+    assert f"the HTTP API: {base}/v1/" in output
+    assert "--plain-http-cookies" in output
     # uvicorn shuts down gracefully, then re-raises the signal it caught.
     assert "Finished server process" in output
     assert server.returncode in (0, -signal.SIGTERM), output

@@ -100,6 +100,23 @@ def register(commands: Commands) -> None:
     listed.set_defaults(handler=_list)
 
 
+def serving_lines(host: str, port: int, *, secure: bool) -> list[str]:
+    """What ``serve`` prints before it listens: where the desk and the API are."""
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    lines = [
+        f"the reviewer's desk: {base}/desk/ (log in with an approver's key: effectledger keys "
+        "create --tenant T --actor NAME --roles approver)",
+        f"the HTTP API: {base}/v1/ (OpenAPI at {base}/openapi.json; health at {base}/readyz)",
+    ]
+    if secure:
+        lines.append(
+            "the desk's cookies are Secure: a browser sends them over HTTPS and to localhost "
+            "only; put TLS in front, or pass --plain-http-cookies on a network you trust"
+        )
+    return lines
+
+
 def _serve(args: argparse.Namespace, out: Output) -> int:
     require_extra("server", "serve")
     import uvicorn
@@ -129,6 +146,8 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
             # caught: then it stops the loops instead of ending the process under them.
             stop_on_signals(worker)
             worker.start()
+        for line in serving_lines(args.host, args.port, secure=not args.plain_http_cookies):
+            out.line(line, err=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
     finally:
         if worker is not None:

@@ -170,6 +170,14 @@ class _Desk:
             fields = await self.form(request, None)
             cookie = request.cookies.get(LOGIN_COOKIE, "")
             presented = fields.get("nonce", "")
+            if not cookie and self.secure and request.url.scheme == "http":
+                raise InvalidInput(
+                    "the browser did not send back the desk's login cookie: it is marked "
+                    "Secure and this page came over plain HTTP, so the browser dropped it. "
+                    "Reach the desk over HTTPS, or, on a network you trust, start "
+                    "`effectledger serve` with --plain-http-cookies",
+                    reason="csrf",
+                )
             if not cookie or not secrets.compare_digest(cookie, presented):
                 raise InvalidInput("the login form expired: load it again", reason="csrf")
             session_id, _ = await run_in_threadpool(self.sessions.login, fields.get("token", ""))

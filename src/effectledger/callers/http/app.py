@@ -191,7 +191,13 @@ def create_app(
 
     add_queue_route(app, ledger, authenticated, ["proposals"])
     if desk:
+        from fastapi.responses import RedirectResponse
+
         from effectledger.callers.desk import DESK_PATH, create_desk
+
+        @app.get("/", include_in_schema=False)
+        def front_door() -> RedirectResponse:
+            return RedirectResponse(f"{DESK_PATH}/", status_code=307)
 
         app.mount(DESK_PATH, create_desk(ledger, keys, secure_cookies=secure_cookies))
 
