@@ -258,6 +258,8 @@ def test_a_dripping_webhook_is_cut_off_at_its_deadline_and_starves_no_other(
                 connection, _ = listener.accept()
             except TimeoutError:
                 continue
+            except OSError:  # the listener was closed
+                return
 
             def answer(conn: socket.socket = connection) -> None:
                 try:
@@ -272,7 +274,8 @@ def test_a_dripping_webhook_is_cut_off_at_its_deadline_and_starves_no_other(
 
             threading.Thread(target=answer, daemon=True).start()
 
-    threading.Thread(target=drip, daemon=True).start()
+    accepting = threading.Thread(target=drip, daemon=True)
+    accepting.start()
     secret_path = "/services/T000/B000/s3cr3t-path"
     dripping = f"http://127.0.0.1:{listener.getsockname()[1]}{secret_path}"
     healthy = Hook()
@@ -298,6 +301,7 @@ def test_a_dripping_webhook_is_cut_off_at_its_deadline_and_starves_no_other(
             notifier.close(timeout=30)
     finally:
         stop.set()
+        accepting.join(5)
         listener.close()
     assert [body["proposal_id"] for body in healthy.bodies] == [p.proposal_id for p in proposals]
     assert (notifier.delivered, notifier.given_up) == (3, 3)
