@@ -3,16 +3,17 @@
 A terminal obeys control characters: a carriage return rewrites the line already shown, an ANSI
 escape recolours or hides text, a lone surrogate cannot even be encoded. A browser obeys bidi
 controls: a U+202E makes ``gnp.exe`` read ``exe.png``; a zero-width space splits a word nobody
-sees split. Everything effectledger shows a person (the desk, notifications, the command line,
-its explanations) goes through :func:`reveal`, which makes each such character visible as
-``⟨U+202E⟩`` and says it did; everything it stores as a reference must pass :func:`unprintable`
-first.
+sees split; a Cyrillic a (U+0430) in a Latin word looks Latin. Everything effectledger shows a
+person (the desk, notifications, the command line, its explanations) goes through :func:`reveal`,
+which makes each such character visible as ``⟨U+202E⟩`` and says it did; everything it stores as a
+reference must pass :func:`unprintable` first.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,48 @@ class Revealed:
         return bool(self.code_points)
 
 
+_WORD = re.compile(r"[^\W\d_]+")
+"""A run of letters: where a mix of scripts is a disguise rather than two languages."""
+
+# Scripts that words legitimately mix with others and that no Latin letter is mistaken for:
+# Japanese writes Han, Hiragana and Katakana together, Chinese and Japanese write Latin beside
+# Han in one word ("T恤", "カラオケOK"), Korean adds Han to Hangul. Letters named MODIFIER are of
+# no script.
+_NO_DISGUISE = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "MODIFIER", ""})
+
+
+def _script(char: str) -> str | None:
+    """The script a letter is written in, as the first word of its Unicode name (``LATIN``,
+    ``CYRILLIC``, ``GREEK``, ``FULLWIDTH``, ``MATHEMATICAL``, …), or ``None`` where a mix is
+    no disguise."""
+    first = unicodedata.name(char, "").partition(" ")[0]
+    return None if first in _NO_DISGUISE else first
+
+
+def _disguised(text: str) -> set[int]:
+    """Indexes of the letters that write a word in another script than the rest of it.
+
+    In a word whose letters come from two or more scripts, every letter outside the word's
+    main script (the one most of its letters are in; on a tie, its first letter's) is marked.
+    """
+    marked: set[int] = set()
+    for word in _WORD.finditer(text):
+        scripts = [_script(char) for char in word.group()]
+        counted: dict[str, int] = {}
+        for script in scripts:
+            if script is not None:
+                counted[script] = counted.get(script, 0) + 1
+        if len(counted) < 2:
+            continue
+        main = max(counted, key=lambda script: (counted[script], -scripts.index(script)))
+        marked.update(
+            word.start() + index
+            for index, script in enumerate(scripts)
+            if script is not None and script != main
+        )
+    return marked
+
+
 def reveal(text: str) -> Revealed:
     """``text`` with every character a reader cannot see as itself made visible, and which.
 
@@ -92,13 +135,23 @@ def reveal(text: str) -> Revealed:
     does ``⟨`` itself, so a mark can never be faked. The result is always encodable as UTF-8,
     shows on one line, and reads left to right as stored. The desk, the notifications and the
     command line all show model-derived text through this function.
+
+    A word that mixes scripts (a Cyrillic a, U+0430, in a Latin word; a Greek omicron in
+    ``google``) has each letter outside its main script made visible the same way
+    (``p⟨U+0430⟩ypal``); words of one script each, in any language, are shown as they are.
     """
-    if text.isprintable() and _OPEN not in text and not _any_ignorable(text):
-        return Revealed(text, ())  # the common case, decided mostly in C
+    if text.isascii():
+        if text.isprintable():
+            return Revealed(text, ())  # the common case, decided in C
+        disguised: set[int] = set()
+    else:
+        disguised = _disguised(text)
+        if not disguised and text.isprintable() and _OPEN not in text and not _any_ignorable(text):
+            return Revealed(text, ())
     shown: list[str] = []
     found: dict[str, None] = {}
-    for char in text:
-        if _hidden(char):
+    for index, char in enumerate(text):
+        if _hidden(char) or index in disguised:
             mark = _mark(char)
             shown.append(mark)
             found.setdefault(mark[1:-1], None)

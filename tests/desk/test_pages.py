@@ -196,3 +196,22 @@ def test_a_secure_cookie_dropped_over_plain_http_is_explained(desk: Desk) -> Non
         assert "effectledger_desk=" not in posted.headers.get("set-cookie", "")
         front = client.get("/", follow_redirects=False)
         assert (front.status_code, front.headers["location"]) == (307, "/desk/")
+
+
+def test_a_look_alike_letter_in_an_argument_is_shown_and_named(
+    desk: Desk, rita: httpx.Client
+) -> None:
+    """A Cyrillic a (U+0430) in a Latin word shows as a marked ⟨U+0430⟩ named by its Unicode name,
+    and the proposal is flagged on its page and in the queue."""
+    proposal = desk.world.app.propose(
+        AGENT, "refund_order", {**_refund("ord-7009"), "reason": "refund via p\u0430ypal"}
+    )
+    html = page_of(rita, proposal.proposal_id)
+    assert "p\u0430ypal" not in html
+    assert (
+        'p<mark class="hidden" title="look-alike letter U+0430 (CYRILLIC SMALL LETTER A)">'
+        "\u27e8U+0430\u27e9</mark>ypal"
+    ) in html
+    queue = rita.get("/desk/").text
+    entry = queue[queue.index("ord-7009") :]
+    assert "U+0430" in entry[: entry.index("</li>")]

@@ -69,7 +69,20 @@ def test_controls_separators_odd_spaces_and_fillers_are_marked(raw: str, shown: 
     revealed.text.encode("utf-8")
 
 
-@pytest.mark.parametrize("text", ["receipt-42", "ok \u00e9\u4e2d", "Gr\u00fc\u00dfe", "", "a b"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "receipt-42",
+        "ok \u00e9\u4e2d",
+        "Gr\u00fc\u00dfe",
+        "",
+        "a b",
+        "\u041c\u043e\u0441\u043a\u0432\u0430 and Paris",  # one script per word
+        "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8",  # Japanese mixes three scripts
+        "T\u6064",  # Chinese writes Latin beside Han
+        "\u03b1\u03b2\u03b3 \u0394",
+    ],
+)
 def test_ordinary_text_is_unchanged_and_not_flagged(text: str) -> None:
     """Letters of any script, digits, punctuation and the plain space are shown as they are."""
     assert reveal(text).text == text
@@ -126,3 +139,22 @@ def test_json_to_reveal_is_json_whose_strings_keep_their_characters() -> None:
     assert json.loads(json_to_reveal(value)) == value
     assert json_to_reveal(value).startswith('{"a": [1, null, true, {"k": 2.5}]')
     assert reveal(json_to_reveal({"note": "ring\x07"})).text == '{"note": "ring⟨U+0007⟩"}'
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("p\u0430ypal", "p\u27e8U+0430\u27e9ypal"),  # a Cyrillic a in a Latin word
+        ("g\u03bfogle.com", "g\u27e8U+03BF\u27e9ogle.com"),  # a Greek omicron
+        ("\uff50aypal", "\u27e8U+FF50\u27e9aypal"),  # a fullwidth p
+        ("\U0001d429aypal", "\u27e8U+1D429\u27e9aypal"),  # a mathematical bold p
+        ("\u0441\u0430\u0440", "\u0441\u0430\u0440"),  # all Cyrillic: shown as it is
+        ("\u0441a\u0440", "\u0441\u27e8U+0061\u27e9\u0440"),  # a Latin a among Cyrillic
+    ],
+)
+def test_a_word_that_mixes_scripts_shows_the_odd_letters(raw: str, shown: str) -> None:
+    """A letter outside its word's main script is made visible like a hidden character, so a
+    look-alike identifier never passes for the real one; one-script words stay as they are."""
+    revealed = reveal(raw)
+    assert revealed.text == shown
+    assert revealed.flagged == (raw != shown)
