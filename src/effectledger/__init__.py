@@ -18,6 +18,7 @@ from importlib import metadata as _metadata
 from effectledger.actions import (
     ActionHandle,
     Decision,
+    Display,
     Policy,
     Preauthorization,
     RulePolicy,
@@ -131,6 +132,7 @@ __all__ = [
     "DestinationRef",
     "DestinationUnavailable",
     "DispatchResult",
+    "Display",
     "EffectLedger",
     "EffectLedgerError",
     "EffectOutcome",

@@ -23,6 +23,7 @@ __all__ = [
     "Revealed",
     "hidden_in",
     "json_to_reveal",
+    "money",
     "printable",
     "reveal",
     "unprintable",
@@ -221,3 +222,31 @@ def unprintable(text: str) -> str | None:
     if any(0xD800 <= ord(char) <= 0xDFFF for char in text):
         return "lone_surrogate"
     return "control_characters"
+
+
+def money(minor: object, currency: object, *, locale: str = "en") -> str:
+    """An amount of ``minor`` units of ``currency`` (ISO 4217) as people read it: ``12.50 EUR``,
+    ``1,000 JPY``, ``0.005 KWD``: digits grouped, as many decimals as the currency has, and the
+    code (never a symbol: ``$`` is a dozen currencies).
+
+    Formatted with Babel (the ``server`` extra). Without it, or for a code Babel does not know,
+    nothing is guessed: ``1250 minor units of EUR``. A value that is not an integer, or a code
+    that is not three letters, is shown as it is, marked as such.
+    """
+    if isinstance(minor, bool) or not isinstance(minor, int):
+        return f"{minor!r} (not an amount)"
+    if not isinstance(currency, str) or len(currency) != 3 or not currency.isalpha():
+        return f"{minor} minor units of {currency!r} (not a currency code)"
+    try:
+        from babel.numbers import format_currency, get_currency_precision, is_currency
+    except ImportError:  # pragma: no cover - the server extra installs Babel
+        return f"{minor} minor units of {currency}"
+    code = currency.upper()
+    if not is_currency(code):
+        return f"{minor} minor units of {currency} (a currency code Babel does not know)"
+    from decimal import Decimal
+
+    value = Decimal(minor).scaleb(-get_currency_precision(code))
+    return str(
+        format_currency(value, code, format="#,##0.00\u00a0¤¤", locale=locale, currency_digits=True)
+    ).replace("\u00a0", " ")

@@ -4,6 +4,8 @@
 - :mod:`~effectledger.actions.functions`: :class:`ActionHandle`, what
   :meth:`effectledger.EffectLedger.action` returns, and the declaration it is built from;
 - :mod:`~effectledger.actions.policy`: tiers, decisions, pre-authorization, :class:`RulePolicy`;
+- :mod:`~effectledger.actions.presentation`: :class:`Display`, how an action's arguments read to
+  a reviewer (a summary, money fields);
 - :mod:`~effectledger.actions.cedar`: a policy written in Cedar (extra ``cedar``).
 """
 
@@ -15,6 +17,7 @@ from effectledger.actions.policy import (
     RulePolicy,
     Tier,
 )
+from effectledger.actions.presentation import Display
 from effectledger.actions.registry import Action, ActionRegistry
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "ActionRegistry",
     "Decision",
     "Declaration",
+    "Display",
     "Policy",
     "Preauthorization",
     "RulePolicy",

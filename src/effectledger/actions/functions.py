@@ -25,6 +25,7 @@ from typing import Any, TypedDict
 from pydantic import BaseModel, ConfigDict, create_model
 
 from effectledger.actions.policy import Policy, RulePolicy
+from effectledger.actions.presentation import Display
 from effectledger.actions.registry import Action
 from effectledger.destinations.function import FunctionDestination, LookupFunction, SubmitFunction
 from effectledger.errors import InvalidInput
@@ -104,7 +105,9 @@ class ActionOptions(TypedDict, total=False):
     ``version`` name the resource acted on and read its current version; ``policy`` defaults to
     approval required for every effect; ``ttl`` bounds how long a proposal may wait
     (``None``: the ledger's ``proposal_ttl``, :data:`DEFAULT_PROPOSAL_TTL` unless set);
-    ``description`` is what a model and a reviewer are shown.
+    ``description`` is what a model and a reviewer are shown; ``display`` the one-line summary
+    of the arguments a reviewer reads first, with its money fields
+    (:class:`~effectledger.actions.presentation.Display`).
     """
 
     pool: str | None
@@ -114,6 +117,7 @@ class ActionOptions(TypedDict, total=False):
     policy: Policy | None
     ttl: timedelta | None
     description: str
+    display: Display | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +132,7 @@ class Declaration:
     policy: Policy | None = None
     ttl: timedelta = DEFAULT_PROPOSAL_TTL
     description: str = ""
+    display: Display | None = None
 
     def build(self, name: str, model: type[BaseModel], destination: DestinationRef) -> Action:
         """The registrable action; without a pool the action's own name holds zero units."""
@@ -146,6 +151,7 @@ class Declaration:
             resource_version=self.version or _unversioned,
             description=self.description,
             proposal_ttl=self.ttl,
+            display=self.display,
         )
 
 

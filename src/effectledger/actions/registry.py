@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from effectledger.actions.policy import Policy
+from effectledger.actions.presentation import Display
 from effectledger.errors import InvalidInput, NotFound
 from effectledger.model.operations import Context, DestinationRef, validate_identifier
 
@@ -30,6 +31,7 @@ class Action:
     operation takes from ``pool``; ``resource_version(context, target)`` reads the target's
     current version from the application (it is called at proposal, admission and dispatch).
     ``proposal_ttl`` bounds how long a proposal may wait for approval and dispatch.
+    ``display`` is the summary a reviewer reads first (its fields must be argument fields).
     """
 
     name: str
@@ -43,11 +45,15 @@ class Action:
     resource_version: Callable[[Context, str], str]
     description: str = ""
     proposal_ttl: timedelta = timedelta(minutes=15)
+    display: Display | None = None
+    """How its arguments read to a reviewer (:mod:`effectledger.actions.presentation`)."""
 
     def __post_init__(self) -> None:
         validate_identifier(self.name, "action")
         validate_identifier(self.contract_version, "contract_version")
         validate_identifier(self.pool, "pool")
+        if self.display is not None:
+            self.display.check(self.name, self.arguments)
 
     def validate(self, arguments: Mapping[str, Any]) -> BaseModel:
         """The arguments as the action's model, or ``InvalidInput`` listing what is wrong.

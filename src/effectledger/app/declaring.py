@@ -93,6 +93,7 @@ class Declarations:
             policy=options.get("policy"),
             ttl=ttl,
             description=options.get("description", ""),
+            display=options.get("display"),
         )
         if destination is not None:
             if account is not None or endpoint is not None or name is None or arguments is None:

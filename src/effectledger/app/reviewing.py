@@ -51,6 +51,7 @@ def announce(
             approvals_required=required,
             approvals_granted=0,
             expires_at=proposal.expires_at,
+            summary=None if action.display is None else action.display.text(proposal.arguments),
         )
         for notify in notifiers:
             notify(entry)

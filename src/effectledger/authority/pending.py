@@ -141,6 +141,7 @@ def _entry(
         approvals_required=required,
         approvals_granted=granted,
         expires_at=proposal.expires_at,
+        summary=None if action.display is None else action.display.text(proposal.arguments),
     )
 
 

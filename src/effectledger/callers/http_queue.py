@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, Field
 
 from effectledger.app import EffectLedger
 from effectledger.callers.http.models import ID_PATTERN, ErrorBody
@@ -52,6 +52,11 @@ class PendingBody(BaseModel):
     approvals_granted: int
     approvals_remaining: int
     waits_for: str
+    summary: str | None = Field(
+        default=None,
+        description="the action's declared summary of the arguments (money as money), exact; "
+        "reveal hidden characters before showing it",
+    )
 
 
 class QueueBody(BaseModel):

@@ -121,7 +121,7 @@ def _link(desk_url: str, entry: PendingProposal) -> str:
 
 
 def _hidden(entry: PendingProposal) -> tuple[str, ...]:
-    return hidden_in([entry.proposal.target, entry.proposal.arguments])
+    return hidden_in([entry.proposal.target, entry.proposal.arguments, entry.summary or ""])
 
 
 def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
@@ -139,6 +139,8 @@ def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
         "action": proposal.action,
         "target": proposal.target,
         "target_shown": reveal(proposal.target).text,
+        "summary": entry.summary,
+        "summary_shown": None if entry.summary is None else reveal(entry.summary).text,
         "hidden_characters": list(_hidden(entry)),
         "units": proposal.units,
         "pool": proposal.pool,
@@ -164,13 +166,21 @@ def chat_message(entry: PendingProposal, desk_url: str) -> dict[str, str]:
         if hidden
         else ""
     )
-    text = (
+    said = "" if entry.summary is None else f"{_code(entry.summary)}: "
+    text = said + (
         f"{_code(proposal.proposer_id)} proposes {_code(proposal.action)} of "
-        f"{_code(proposal.target)} ({proposal.units} units of {_code(proposal.pool)}) in "
+        f"{_code(proposal.target)}{_capacity(proposal)} in "
         f"{_code(proposal.tenant_id)}: {_escaped(entry.waits_for)}. Expires "
         f"{entry.expires_at.replace(microsecond=0).isoformat()}."
     )
     return {"text": f"{text}{warning} Review it: <{_link(desk_url, entry)}>"}
+
+
+def _capacity(proposal: Any) -> str:
+    """`` (N units of `pool`)`` for an action that draws capacity, else nothing."""
+    if not proposal.units and proposal.pool == proposal.action:
+        return ""
+    return f" ({proposal.units} units of {_code(proposal.pool)})"
 
 
 def _escaped(value: str) -> str:

@@ -43,6 +43,9 @@ class PendingProposal:
     approvals_required: int
     approvals_granted: int
     expires_at: datetime
+    summary: str | None = None
+    """The action's declared one-line summary of the arguments (``Refund 7.00 GBP on order
+    ord-1001``), exact: reveal it before showing it; ``None`` when the action declares none."""
 
     @property
     def approvals_remaining(self) -> int:
@@ -91,6 +94,7 @@ class PendingProposal:
             "approvals_granted": self.approvals_granted,
             "approvals_remaining": self.approvals_remaining,
             "waits_for": self.waits_for,
+            "summary": self.summary,
         }
 
 

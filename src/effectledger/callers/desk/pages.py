@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -35,11 +36,19 @@ from effectledger.errors import ApprovalRefused, EffectLedgerError, InvalidInput
 from effectledger.model import Observation
 from effectledger.model.review import expiry_phrase
 
-__all__ = ["DESK_PATH", "create_desk"]
+__all__ = ["DESK_PATH", "create_desk", "draws_capacity"]
 
 DESK_PATH = "/desk"
 SESSION_COOKIE = "effectledger_desk"
 LOGIN_COOKIE = "effectledger_desk_login"
+
+
+def draws_capacity(proposal: Any) -> bool:
+    """Whether ``proposal``'s action draws capacity: it named a pool (an action that names
+    none holds zero units of a pool called after itself, which is no pool to show)."""
+    return bool(proposal.units) or proposal.pool != proposal.action
+
+
 MAX_FORM_BYTES = 16 * 1024
 _STATIC = {"desk.css": "text/css; charset=utf-8", "desk.js": "text/javascript; charset=utf-8"}
 Handler = Callable[[Request], Awaitable[Response]]
@@ -90,6 +99,22 @@ class _Desk:
         self.templates.filters["as_json"] = shown_json
         self.templates.filters["marked"] = marked
         self.templates.globals["hidden_in"] = hidden_in
+        self.templates.globals["summary"] = self.summary
+        self.templates.globals["draws_capacity"] = draws_capacity
+
+    def summary(self, proposal: Any) -> Markup | None:
+        """The action's declared summary of ``proposal``'s arguments, its values revealed and
+        marked, or ``None`` when the action declares none (the arguments are shown instead)."""
+        try:
+            display = self.ledger.registry.get(proposal.action).display
+        except EffectLedgerError:
+            return None
+        if display is None:
+            return None
+        return Markup("").join(
+            shown(part.text) if part.from_arguments else escape(part.text)
+            for part in display.render(proposal.arguments)
+        )
 
     # -- rendering -----------------------------------------------------------------------
 
