@@ -121,7 +121,12 @@ def _perform(
             claim_for=declarations.executors,
         )
     except AdmissionDenied as exc:
-        return _denied(exc.reason, (*_ACCEPTED, TraceStep("reservation", f"denied:{exc.reason}")))
+        note = exc.details.get("denial_note") if exc.reason == "approval_denied" else None
+        return _denied(
+            exc.reason,
+            (*_ACCEPTED, TraceStep("reservation", f"denied:{exc.reason}")),
+            note=note if isinstance(note, str) and note else None,
+        )
     except NotFound:
         return _denied("not_found", (*_ACCEPTED, TraceStep("reservation", "denied:not_found")))
     if isinstance(admission, DispatchResult):  # the exact replay of a finished call: one read
@@ -172,7 +177,7 @@ def reconcile(
     )
 
 
-def _denied(reason: str, trace: tuple[TraceStep, ...]) -> EffectResult:
+def _denied(reason: str, trace: tuple[TraceStep, ...], *, note: str | None = None) -> EffectResult:
     return EffectResult(
         outcome=EffectOutcome.DENIED,
         operation_id=None,
@@ -180,6 +185,7 @@ def _denied(reason: str, trace: tuple[TraceStep, ...]) -> EffectResult:
         reason=DenialReason(reason),
         provider_reference=None,
         trace=trace,
+        note=note,
     )
 
 

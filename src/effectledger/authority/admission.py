@@ -119,10 +119,16 @@ def _decide(
         {"tenant_id": tenant, "proposal_id": proposal.proposal_id, "approval_id": approval_id},
     )
     if authority is not None and authority["denied_by"] is not None:
+        denial = tx.one(
+            "proposal_denial", {"tenant_id": tenant, "proposal_id": proposal.proposal_id}
+        )
         return Denial(
             "approval_denied",
             "an approver denied this proposal: a denial is final",
-            {"denied_by": authority["denied_by"]},
+            {
+                "denied_by": authority["denied_by"],
+                "denial_note": None if denial is None else denial["reason"],
+            },
         )
     if now >= proposal.expires_at:
         return Denial("expired", "the proposal has expired")
@@ -214,7 +220,11 @@ def _approvals(
     if presented.proposal_id != proposal.proposal_id or presented.digest != proposal.digest:
         return Denial("digest_mismatch", "the approval covers another proposal")
     if not presented.granted:
-        return Denial("approval_denied", "the approver denied this proposal")
+        return Denial(
+            "approval_denied",
+            "the approver denied this proposal",
+            {"denied_by": presented.approver_id, "denial_note": presented.reason},
+        )
     if now >= presented.expires_at:
         return Denial("expired", "the approval has expired")
     chosen = [presented]

@@ -295,7 +295,7 @@ class FunctionTools:
             return ToolResult(
                 tool=PERFORM_TOOL,
                 data=data,
-                guidance=result_guidance(result.outcome, result.state, result.reason),
+                guidance=result_guidance(result.outcome, result.state, result.reason, result.note),
                 is_error=result.outcome is EffectOutcome.DENIED,
             )
         key = (result.operation_id, result.state, result.reason, result.provider_reference)

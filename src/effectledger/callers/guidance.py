@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+from effectledger.display import printable
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound
 from effectledger.model.operations import OperationState
 
@@ -63,11 +64,14 @@ def proposal_guidance() -> str:
 
 
 @functools.lru_cache(maxsize=256)  # a pure function of a few short strings: answered once
-def result_guidance(outcome: str, state: OperationState | None, reason: str | None) -> str:
-    """The sentence for a perform or status result."""
+def result_guidance(
+    outcome: str, state: OperationState | None, reason: str | None, note: str | None = None
+) -> str:
+    """The sentence for a perform or status result; ``note`` is a denying approver's reason."""
     if outcome == "denied":
         why = _DENIALS.get(reason or "", "the ledger refused it.")
-        return f"Nothing happened: {why} Do not tell the user it was done."
+        said = "" if not note else f' The reviewer\'s reason: "{printable(note)}".'
+        return f"Nothing happened: {why}{said} Do not tell the user it was done."
     if state is None:  # pragma: no cover - every other outcome names a state
         return UNCERTAIN
     if state.uncertain:

@@ -90,6 +90,8 @@ class EffectResult:
     provider_reference: str | None
     trace: tuple[TraceStep, ...]
     rejection: str | None = None
+    note: str | None = None
+    """For ``approval_denied``: the reason the approver gave, their words to the proposer."""
 
     def __post_init__(self) -> None:
         # Strings are accepted so that every producer yields the enums, whatever it passed.
@@ -112,7 +114,10 @@ class EffectResult:
         """Raise :class:`AdmissionDenied` (with ``reason``) if denied; else return ``self``."""
         if self.outcome is EffectOutcome.DENIED:
             reason = self.reason or DenialReason.POLICY_DENIED
-            raise AdmissionDenied(f"the effect was denied: {reason.value}", reason=reason.value)
+            details = {} if self.note is None else {"note": self.note}
+            raise AdmissionDenied(
+                f"the effect was denied: {reason.value}", reason=reason.value, **details
+            )
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,5 +133,6 @@ class EffectResult:
             "provider_reference": self.provider_reference,
             "uncertain": state in _UNCERTAIN,
             "rejection": self.rejection,
+            "note": self.note,
             "trace": [[step.step, step.outcome] for step in self.trace],
         }

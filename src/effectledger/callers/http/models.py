@@ -171,6 +171,7 @@ class EffectResultBody(BaseModel):
     provider_reference: str | None
     uncertain: bool
     rejection: str | None = None
+    note: str | None = None
     trace: list[list[str]]
 
 

@@ -343,7 +343,7 @@ SELECT EXISTS (
 
 -- name: proposal_denial
 -- A denial closes its proposal: the first one recorded, if any.
-SELECT approval_id, approver_id FROM approvals
+SELECT approval_id, approver_id, reason FROM approvals
 WHERE tenant_id = %(tenant_id)s AND proposal_id = %(proposal_id)s AND decision = 'denied'
 ORDER BY decided_us, approval_id LIMIT 1;
 
