@@ -1,14 +1,15 @@
 """Configuration in one place: defaults, a TOML file, then environment variables.
 
 Every setting has a default, a key in the TOML file named by ``$EFFECTLEDGER_CONFIG`` (a table
-per section, ``[ledger]`` and ``[worker]``) and an environment variable; a variable wins over
-the file, the file over the default. :func:`load_config` validates everything at once and
+per section, ``[ledger]``, ``[worker]`` and ``[desk]``) and an environment variable; a variable
+wins over the file, the file over the default. :func:`load_config` validates everything at once and
 raises :class:`~effectledger.errors.InvalidInput` naming the setting and where its bad value
 came from, so a process refuses to start on a typo instead of running with a default.
 :func:`~effectledger.app.connect` takes its :class:`~effectledger.ledger.LedgerSettings` from
-here when none are passed; ``effectledger worker`` its loop settings;
-``effectledger config show`` prints every value in force and its source. Secrets (the log key)
-are read from the environment only and shown as set or unset, never their value.
+here when none are passed; ``effectledger worker`` its loop settings; ``effectledger serve``
+the desk's single sign-on; ``effectledger config show`` prints every value in force and its
+source. Secrets (the log key, the SSO client secret) are read from the environment only and
+shown as set or unset, never their value.
 """
 
 from __future__ import annotations
@@ -88,6 +89,22 @@ def _text(value: object) -> str:
     return value
 
 
+def _words(value: object) -> tuple[str, ...]:
+    """Identifiers: a TOML list of strings, or text separated by spaces or commas."""
+    from effectledger.model.operations import validate_identifier
+
+    if isinstance(value, str):
+        entries = value.replace(",", " ").split()
+    elif isinstance(value, list) and all(isinstance(entry, str) for entry in value):
+        entries = list(value)
+    else:
+        raise ValueError("a list of ids (or text separated by spaces)")
+    try:
+        return tuple(validate_identifier(entry, "id") for entry in entries)
+    except InvalidInput:
+        raise ValueError("ids of letters, digits and . _ : @ / -") from None
+
+
 def _store_url(value: object) -> str:
     """A store URL whose scheme names a backend this version has (``BACKENDS``)."""
     url = _text(value)
@@ -152,6 +169,23 @@ SETTINGS: tuple[Setting, ...] = (
             unset="sealer-memory.json in the key directory"),
     Setting("worker", "batch", "EFFECTLEDGER_WORKER_BATCH", 100, _count(1, 10_000),
             "operations one pass takes at most"),
+    Setting("desk", "sso_issuer", "EFFECTLEDGER_SSO_ISSUER", None, _text,
+            "the OpenID provider's issuer URL: the desk offers single sign-on through it",
+            unset="off (API-key login only)"),
+    Setting("desk", "sso_client_id", "EFFECTLEDGER_SSO_CLIENT_ID", None, _text,
+            "the desk's client id at the OpenID provider"),
+    Setting("desk", "sso_client_secret", "EFFECTLEDGER_SSO_CLIENT_SECRET", None, _text,
+            "the desk's client secret (environment only; never shown)", secret=True),
+    Setting("desk", "sso_tenants", "EFFECTLEDGER_SSO_TENANTS", (), _words,
+            "the tenants this desk serves: a person's tenant claim must name one"),
+    Setting("desk", "sso_tenant_claim", "EFFECTLEDGER_SSO_TENANT_CLAIM", "tenant", _text,
+            "the ID token claim that names a person's tenant"),
+    Setting("desk", "sso_roles_claim", "EFFECTLEDGER_SSO_ROLES_CLAIM", "roles", _text,
+            "the ID token claim that lists a person's roles (approver, auditor, ...)"),
+    Setting("desk", "sso_actor_claim", "EFFECTLEDGER_SSO_ACTOR_CLAIM", "sub", _text,
+            "the ID token claim that names the person as the ledger's actor"),
+    Setting("desk", "sso_scopes", "EFFECTLEDGER_SSO_SCOPES", ("openid",), _words,
+            "scopes the desk asks for (openid is always asked)"),
 )  # fmt: skip
 """Every setting, in the order ``config show`` prints them."""
 

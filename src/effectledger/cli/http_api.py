@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from effectledger.app.config import Config, load_config
 from effectledger.app.keys import ApiKeys
 from effectledger.cli.application import load_attribute, load_ledger
 from effectledger.cli.options import Commands, add_db, add_json, open_existing
@@ -32,6 +33,9 @@ from effectledger.cli.worker import (
 )
 from effectledger.errors import InvalidInput
 from effectledger.extras import require_extra
+
+if TYPE_CHECKING:
+    from effectledger.callers.desk.sso import SsoSettings
 
 __all__ = ["register"]
 
@@ -117,6 +121,34 @@ def serving_lines(host: str, port: int, *, secure: bool) -> list[str]:
     return lines
 
 
+def sso_settings(config: Config) -> SsoSettings | None:
+    """The desk's single sign-on from the configuration (``[desk]``), or ``None`` without an
+    issuer; ``InvalidInput`` for an issuer without a client id, secret or tenants."""
+    if config["sso_issuer"] is None:
+        return None
+    missing = [name for name in ("sso_client_id", "sso_client_secret") if config[name] is None]
+    if not config["sso_tenants"]:
+        missing.append("sso_tenants")
+    if missing:
+        raise InvalidInput(
+            "single sign-on needs " + ", ".join(missing) + " beside sso_issuer",
+            field=missing[0],
+        )
+    require_extra("sso", "single sign-on")
+    from effectledger.callers.desk.sso import SsoSettings
+
+    return SsoSettings(
+        issuer=config["sso_issuer"],
+        client_id=config["sso_client_id"],
+        client_secret=config["sso_client_secret"],
+        tenants=frozenset(config["sso_tenants"]),
+        tenant_claim=config["sso_tenant_claim"],
+        roles_claim=config["sso_roles_claim"],
+        actor_claim=config["sso_actor_claim"],
+        scopes=tuple(config["sso_scopes"]),
+    )
+
+
 def _serve(args: argparse.Namespace, out: Output) -> int:
     require_extra("server", "serve")
     import uvicorn
@@ -126,6 +158,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     if not 0 < args.port < 65536:
         raise InvalidInput("--port must be from 1 to 65535", field="port")
     load_attribute(args.app)  # a module or name that cannot load is refused first
+    sso = sso_settings(load_config())  # a half-configured sign-on is refused before serving
     open_existing(args.db).close()  # the factory's connect would create a mistyped ledger
     ledger = load_ledger(args.app, args.db)
     worker = None
@@ -140,6 +173,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
             max_body_bytes=args.max_body_bytes,
             desk=True,
             secure_cookies=not args.plain_http_cookies,
+            sso=sso,
         )
         if worker is not None:
             # uvicorn restores these handlers after its shutdown and re-raises the signal it

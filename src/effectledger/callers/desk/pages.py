@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -25,6 +25,9 @@ from effectledger.app import EffectLedger
 from effectledger.app.keys import ApiKeys
 from effectledger.callers.desk.security import SECURITY_HEADERS
 from effectledger.callers.desk.sessions import SESSION_LIFETIME, Session, Sessions
+
+if TYPE_CHECKING:
+    from effectledger.callers.desk.sso import OpenIdLogin, SsoSettings
 from effectledger.callers.desk.text import hidden_in, marked, shown, shown_json
 from effectledger.callers.desk.views import (
     capacity_view,
@@ -41,6 +44,7 @@ __all__ = ["DESK_PATH", "create_desk", "draws_capacity"]
 DESK_PATH = "/desk"
 SESSION_COOKIE = "effectledger_desk"
 LOGIN_COOKIE = "effectledger_desk_login"
+SSO_COOKIE = "effectledger_desk_sso"
 
 
 def draws_capacity(proposal: Any) -> bool:
@@ -60,14 +64,23 @@ def create_desk(
     *,
     secure_cookies: bool = True,
     sessions: Sessions | None = None,
+    sso: SsoSettings | OpenIdLogin | None = None,
 ) -> Starlette:
     """The desk as an ASGI application, to mount at :data:`DESK_PATH` beside the HTTP API.
 
     ``secure_cookies=False`` drops the cookie's ``Secure`` flag, for a desk served on plain
-    HTTP to a browser that would otherwise refuse the cookie; keep it on behind TLS.
+    HTTP to a browser that would otherwise refuse the cookie; keep it on behind TLS. ``sso``
+    adds single sign-on through an OpenID provider (:mod:`effectledger.callers.desk.sso`,
+    the ``sso`` extra) beside the API-key login.
     """
     desk = _Desk(ledger, sessions or Sessions(keys, clock=ledger.ledger.clock), secure_cookies)
+    if sso is not None:
+        from effectledger.callers.desk.sso import OpenIdLogin
+
+        desk.sso = sso if isinstance(sso, OpenIdLogin) else OpenIdLogin(sso)
     routes = [
+        Route("/sso", desk.sso_start, methods=["GET"]),
+        Route("/sso/callback", desk.sso_callback, methods=["GET"]),
         Route("/", desk.queue, methods=["GET"]),
         Route("/login", desk.login_form, methods=["GET"]),
         Route("/login", desk.login, methods=["POST"]),
@@ -89,6 +102,7 @@ class _Desk:
         self.ledger = ledger
         self.sessions = sessions
         self.secure = secure
+        self.sso: OpenIdLogin | None = None
         self.templates = Environment(
             loader=PackageLoader("effectledger.callers.desk", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -186,7 +200,9 @@ class _Desk:
 
     def _login_page(self, request: Request, error: str | None, status: int) -> Response:
         nonce = secrets.token_urlsafe(32)
-        response = self.render(request, "login.html", status=status, nonce=nonce, error=error)
+        response = self.render(
+            request, "login.html", status=status, nonce=nonce, error=error, sso=self.sso
+        )
         self._cookie(response, LOGIN_COOKIE, nonce, 600)
         return response
 
@@ -211,6 +227,61 @@ class _Desk:
         response = self.redirect(request, "/")
         self._cookie(response, SESSION_COOKIE, session_id, int(SESSION_LIFETIME.total_seconds()))
         response.delete_cookie(LOGIN_COOKIE, path=DESK_PATH)
+        return response
+
+    def _sso_redirect_uri(self, request: Request) -> str:
+        root = str(request.scope.get("root_path", ""))
+        return f"{request.url.scheme}://{request.url.netloc}{root}/sso/callback"
+
+    async def sso_start(self, request: Request) -> Response:
+        """Send the person to the identity provider, the login's state in a cookie."""
+        if self.sso is None:
+            return self.redirect(request, "/login")
+        sso = self.sso
+        try:
+            url, state = await run_in_threadpool(sso.start, self._sso_redirect_uri(request))
+        except EffectLedgerError as exc:
+            return self._login_page(request, f"{exc.message} [{exc.code}]", exc.status)
+        response = self._secured(RedirectResponse(url, status_code=303))
+        # Lax, not Strict: the provider sends the person back with a cross-site navigation.
+        response.set_cookie(
+            SSO_COOKIE,
+            state,
+            max_age=600,
+            path=DESK_PATH,
+            secure=self.secure,
+            httponly=True,
+            samesite="lax",
+        )
+        return response
+
+    async def sso_callback(self, request: Request) -> Response:
+        """Finish a login at the identity provider: a session, or a page saying why not."""
+        if self.sso is None:
+            return self.redirect(request, "/login")
+        sso = self.sso
+        query = request.query_params
+        if query.get("error"):
+            error = f"the identity provider refused the sign-in ({query['error']})"
+            return self._login_page(request, f"{error} [not_authenticated]", 401)
+        try:
+            context = await run_in_threadpool(
+                lambda: sso.finish(
+                    state=query.get("state", ""),
+                    cookie_state=request.cookies.get(SSO_COOKIE),
+                    code=query.get("code"),
+                )
+            )
+            session_id, _ = self.sessions.open(context, sso.subject_key(context))
+        except EffectLedgerError as exc:
+            response = self._login_page(request, f"{exc.message} [{exc.code}]", exc.status)
+            response.delete_cookie(SSO_COOKIE, path=DESK_PATH)
+            return response
+        # A page that moves on by itself: the queue then loads as a same-site navigation, so
+        # the Strict session cookie set here is sent with it.
+        response = self.render(request, "signed_in.html", who=context)
+        self._cookie(response, SESSION_COOKIE, session_id, int(SESSION_LIFETIME.total_seconds()))
+        response.delete_cookie(SSO_COOKIE, path=DESK_PATH)
         return response
 
     async def logout(self, request: Request) -> Response:

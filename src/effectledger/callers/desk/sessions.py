@@ -68,9 +68,15 @@ class Sessions:
         :class:`~effectledger.errors.NotAuthenticated` for a missing, unknown or revoked key.
         """
         context = self.keys.authenticate(token)
+        # elk_<key id>_<secret>: authenticate checked the shape
+        return self.open(context, token[4:20])
+
+    def open(self, context: Context, key_id: str) -> tuple[str, Session]:
+        """A new session for ``context``, counted against ``key_id``'s share: an API key's id,
+        or a signed-in person's ``sso:`` key (which no key revocation ends)."""
         session_id = secrets.token_urlsafe(32)
         session = Session(
-            key_id=token[4:20],  # elk_<key id>_<secret>: authenticate checked the shape
+            key_id=key_id,
             context=context,
             csrf=secrets.token_urlsafe(32),
             expires_at=self.clock.now() + SESSION_LIFETIME,
@@ -137,6 +143,8 @@ class Sessions:
                 self._live.pop(_digest(session_id), None)
 
     def _key_is_live(self, key_id: str) -> bool:
+        if key_id.startswith("sso:"):
+            return True  # the identity provider vouched for the person; the session's end bounds it
         try:
             return self.keys.get(key_id).revoked_at is None
         except NotFound:

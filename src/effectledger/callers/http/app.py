@@ -26,7 +26,7 @@ This module imports FastAPI; ``import effectledger`` does not import it (``pip i
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -69,6 +69,9 @@ from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.authority import Correlation
 from effectledger.model.operations import Context
 from effectledger.model.results import DenialReason, EffectOutcome
+
+if TYPE_CHECKING:
+    from effectledger.callers.desk.sso import SsoSettings
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -117,13 +120,15 @@ def create_app(
     title: str = "effectledger",
     desk: bool = False,
     secure_cookies: bool = True,
+    sso: SsoSettings | None = None,
 ) -> BodyLimit:
     """The ASGI application of the HTTP API over ``ledger``, authenticating with ``keys``.
 
     Returns the application wrapped in the body-size limit (the FastAPI application is its
     ``.app``). The ledger and the keys stay the caller's to close. ``desk`` mounts the
     reviewer's pages at ``/desk`` (:mod:`effectledger.callers.desk`; ``secure_cookies=False``
-    only for a desk served on plain HTTP).
+    only for a desk served on plain HTTP; ``sso`` adds single sign-on,
+    :class:`~effectledger.callers.desk.sso.SsoSettings`).
     """
     if not isinstance(ledger, EffectLedger):
         raise InvalidInput("create_app needs the EffectLedger that effectledger.connect returns")
@@ -199,7 +204,7 @@ def create_app(
         def front_door() -> RedirectResponse:
             return RedirectResponse(f"{DESK_PATH}/", status_code=307)
 
-        app.mount(DESK_PATH, create_desk(ledger, keys, secure_cookies=secure_cookies))
+        app.mount(DESK_PATH, create_desk(ledger, keys, secure_cookies=secure_cookies, sso=sso))
 
     @app.get(
         "/v1/proposals/{proposal_id}",

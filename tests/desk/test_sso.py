@@ -1,0 +1,382 @@
+"""Single sign-on through a real OpenID provider: the certified ``oidc-provider`` under Node.
+
+A fixture installs the provider from npm (``tests/desk/oidc``, once) and runs it on 127.0.0.1
+with the desk registered as a confidential client that must use PKCE; the person signs in
+through the provider's own login and consent pages, over real HTTP. A person the provider
+vouches for gets a session with the tenant, actor and roles of their claims; a tenant the desk
+does not serve, no role, a callback replayed or started in another browser, an expired ID
+token, a provider that names another issuer, and an ID token issued to another client are each
+refused with a page saying why and no session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import httpx
+import pytest
+
+from effectledger.app.keys import ApiKeys
+from effectledger.callers.desk.sessions import Sessions
+from effectledger.callers.desk.sso import OpenIdLogin, SsoSettings
+from effectledger.callers.http.app import create_app
+from effectledger.errors import NotAuthenticated
+from tests.acceptance.test_authority_matrix import REFUND_30
+from tests.callers.scenarios import AGENT, World, fresh_world
+from tests.conftest import in_ci
+
+pytest.importorskip("authlib")
+FOLDER = Path(__file__).parent / "oidc"
+SECRET = "desk-client-secret-for-tests-only"
+ACCOUNTS = {
+    "rita": {"tenant": "acme", "roles": ["approver"]},
+    "gus": {"tenant": "globex", "roles": ["approver"]},
+    "nora": {"tenant": "acme"},
+}
+
+
+def _node() -> str:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        if in_ci():
+            pytest.fail("node and npm are needed for the single sign-on tests")
+        pytest.skip("node and npm are needed for the single sign-on tests")
+    if not (FOLDER / "node_modules" / "oidc-provider").is_dir():
+        subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=FOLDER,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return node
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def provider(redirect_uris: list[str], *, id_token_ttl: int = 3600) -> Iterator[str]:
+    """The OpenID provider on a free port of 127.0.0.1, with the desk (and another application)
+    as clients; yields its issuer URL."""
+    node = _node()
+    port = _free_port()
+    config = {
+        "port": port,
+        "clients": [
+            {
+                "client_id": client_id,
+                "client_secret": SECRET,
+                "redirect_uris": redirect_uris,
+                "grant_types": ["authorization_code"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "client_secret_basic",
+            }
+            for client_id in ("desk", "other-app")
+        ],
+        "accounts": ACCOUNTS,
+        "idTokenTtl": id_token_ttl,
+    }
+    process = subprocess.Popen(
+        [node, str(FOLDER / "provider.mjs")],
+        cwd=FOLDER,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(json.dumps(config))
+        process.stdin.close()
+        started = json.loads(process.stdout.readline())
+        yield str(started["issuer"])
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def settings(issuer: str, client_id: str = "desk", **options: Any) -> SsoSettings:
+    """The desk's SSO settings for the provider at ``issuer``, serving tenant acme."""
+    return SsoSettings(
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=SECRET,
+        tenants=frozenset({"acme"}),
+        scopes=("openid", "effectledger"),
+        **options,
+    )
+
+
+def through_provider(start: str, account: str, desk: str) -> str:
+    """Sign ``account`` in at the provider from the authorization URL ``start`` (its login,
+    then its consent page); the URL the provider sends the browser back to."""
+    with httpx.Client(timeout=30) as browser:
+        url = start
+        for _ in range(16):
+            if url.startswith(desk):
+                return url
+            page = browser.get(url)
+            if page.status_code in (302, 303):
+                url = urljoin(url, page.headers["location"])
+                continue
+            assert page.status_code == 200, page.text
+            prompt = re.search(r'name="prompt" value="(\w+)"', page.text)
+            action = re.search(r'<form[^>]*action="([^"]+)"', page.text)
+            assert prompt is not None, page.text
+            assert action is not None, page.text
+            fields = {"prompt": prompt.group(1)}
+            if prompt.group(1) == "login":
+                fields |= {"login": account, "password": "any"}
+            sent = browser.post(urljoin(url, action.group(1)), data=fields)
+            assert sent.status_code in (302, 303), sent.text
+            url = urljoin(url, sent.headers["location"])
+    raise AssertionError("the provider never sent the browser back")
+
+
+@dataclass
+class Desk:
+    """A desk served with single sign-on, over a fresh world, and its provider."""
+
+    world: World
+    base: str
+    issuer: str
+    sessions: Sessions
+
+
+@contextmanager
+def desk_with_sso(
+    store_url: str,
+    tmp_path: Path,
+    *,
+    as_localhost: bool = False,
+    now: Any = None,
+    **options: Any,
+) -> Iterator[Desk]:
+    """The refund world's desk with SSO at a provider that knows its callback."""
+    port = _free_port()
+    with fresh_world(store_url, tmp_path) as world:
+        keys = ApiKeys(world.ledger.store)
+        sessions = Sessions(keys)
+        callback = f"http://127.0.0.1:{port}/desk/sso/callback"
+        with provider([callback], id_token_ttl=options.pop("id_token_ttl", 3600)) as issuer:
+            shown = issuer.replace("127.0.0.1", "localhost") if as_localhost else issuer
+            configured = settings(shown, **options)
+            login = OpenIdLogin(configured) if now is None else OpenIdLogin(configured, now=now)
+            from effectledger.callers.desk.pages import create_desk
+
+            app = create_app(world.app, keys, desk=False, secure_cookies=False)
+            app.app.mount(
+                "/desk",
+                create_desk(world.app, keys, secure_cookies=False, sessions=sessions, sso=login),
+            )
+            with serving_on(app, port) as base:
+                yield Desk(world, base, issuer, sessions)
+
+
+@contextmanager
+def serving_on(app: Any, port: int) -> Iterator[str]:
+    """``serving`` on a port chosen beforehand (the provider must know the callback)."""
+    import threading
+
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "the desk did not start"
+        assert time.monotonic() < deadline, "the desk did not start in time"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def sign_in(desk: Desk, account: str, client: httpx.Client) -> httpx.Response:
+    """The whole sign-in of ``account`` in the desk's browser ``client``; the callback's page."""
+    started = client.get("/desk/sso")
+    assert started.status_code == 303, started.text
+    assert "effectledger_desk_sso" in started.headers["set-cookie"]
+    back = through_provider(started.headers["location"], account, desk.base)
+    return client.get(back)
+
+
+def test_a_person_the_provider_vouches_for_gets_a_session_with_their_claims(
+    store_url: str, tmp_path: Path
+) -> None:
+    """rita signs in through the provider: a session as rita of acme with the approver role,
+    and the queue shows what waits for her."""
+    with desk_with_sso(store_url, tmp_path) as desk:
+        proposal = desk.world.app.propose(AGENT, "refund_order", REFUND_30)
+        with httpx.Client(base_url=desk.base, timeout=30) as client:
+            login = client.get("/desk/login")
+            assert "Sign in with your identity provider" in login.text
+            done = sign_in(desk, "rita", client)
+            assert done.status_code == 200, done.text
+            assert "Signed in as <strong>rita</strong> of <code>acme</code> (approver)" in done.text
+            assert 'http-equiv="refresh"' in done.text
+            queue = client.get("/desk/")
+            assert queue.status_code == 200
+            assert proposal.proposal_id in queue.text
+        assert desk.sessions.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("account", "reason", "said"),
+    [
+        ("gus", "sso_tenant_not_served", "names no tenant this desk serves"),
+        ("nora", "sso_no_roles", "gives you no role on this desk"),
+    ],
+)
+def test_a_person_outside_the_desks_tenants_or_without_a_role_is_refused(
+    store_url: str, tmp_path: Path, account: str, reason: str, said: str
+) -> None:
+    """The provider vouches for them, but their claims give no tenant here or no role."""
+    with (
+        desk_with_sso(store_url, tmp_path) as desk,
+        httpx.Client(base_url=desk.base, timeout=30) as client,
+    ):
+        done = sign_in(desk, account, client)
+        assert done.status_code == 401
+        assert said in done.text
+        assert "effectledger_desk=" not in done.headers.get("set-cookie", "")
+        assert client.get("/desk/", follow_redirects=False).status_code == 303
+        assert desk.sessions.count() == 0
+        assert reason.startswith("sso_")
+
+
+def test_a_replayed_callback_or_one_from_another_browser_is_refused(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The same callback twice: the second is unknown; a callback in a browser that did not
+    start the sign-in: refused before any code is exchanged."""
+    with desk_with_sso(store_url, tmp_path) as desk:
+        with httpx.Client(base_url=desk.base, timeout=30) as client:
+            started = client.get("/desk/sso")
+            back = through_provider(started.headers["location"], "rita", desk.base)
+            with httpx.Client(base_url=desk.base, timeout=30) as elsewhere:
+                other = elsewhere.get(back)
+                assert other.status_code == 401
+                assert "did not start in this browser" in other.text
+            first = client.get(back)
+            assert first.status_code == 200
+        with httpx.Client(base_url=desk.base, timeout=30) as replaying:
+            replaying.cookies.set(
+                "effectledger_desk_sso", parse_qs(urlsplit(back).query)["state"][0], path="/desk"
+            )
+            again = replaying.get(back)
+            assert again.status_code == 401
+            assert "unknown, used already or too old" in again.text
+        assert desk.sessions.count() == 1
+
+
+def test_an_expired_id_token_is_refused(store_url: str, tmp_path: Path) -> None:
+    """The desk's clock two hours on: the provider's ID token (one hour) has expired when the
+    desk checks it, and nothing is signed in."""
+    with (
+        desk_with_sso(store_url, tmp_path, now=lambda: time.time() + 7200, leeway_s=0) as desk,
+        httpx.Client(base_url=desk.base, timeout=30) as client,
+    ):
+        done = sign_in(desk, "rita", client)
+        assert done.status_code == 401
+        assert "the ID token has expired" in done.text
+        assert desk.sessions.count() == 0
+
+
+def test_a_provider_naming_another_issuer_is_refused(store_url: str, tmp_path: Path) -> None:
+    """Configured as localhost, the provider calls itself 127.0.0.1: no sign-in starts."""
+    with (
+        desk_with_sso(store_url, tmp_path, as_localhost=True) as desk,
+        httpx.Client(base_url=desk.base, timeout=30) as client,
+    ):
+        started = client.get("/desk/sso")
+        assert started.status_code == 401
+        assert "names its issuer" in started.text
+        assert "SSO issuer" in started.text
+        assert desk.sessions.count() == 0
+
+
+def test_an_id_token_issued_to_another_client_is_refused(store_url: str, tmp_path: Path) -> None:
+    """A genuine ID token the provider issued to another application is not the desk's."""
+    with desk_with_sso(store_url, tmp_path) as desk:
+        callback = f"{desk.base}/desk/sso/callback"
+        other = OpenIdLogin(settings(desk.issuer, client_id="other-app"))
+        url, state = other.start(callback)
+        back = through_provider(url, "rita", desk.base)
+        code = parse_qs(urlsplit(back).query)["code"][0]
+        pending = other._pending[state]
+        id_token = other._exchange(code, pending)
+        ours = OpenIdLogin(settings(desk.issuer))
+        with pytest.raises(NotAuthenticated) as refused:
+            ours._claims(id_token, pending)
+        assert refused.value.details["reason"] == "sso_aud_mismatch"
+        assert other._claims(id_token, pending)["sub"] == "rita"  # genuine for its client
+
+
+def test_settings_refuse_a_plain_http_issuer_off_loopback_and_keep_the_secret_out_of_repr() -> None:
+    """An http issuer elsewhere than loopback, no tenants: refused; the secret is never shown."""
+    from effectledger.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        settings("http://idp.example")
+    with pytest.raises(InvalidInput):
+        SsoSettings(
+            issuer="https://idp.example",
+            client_id="desk",
+            client_secret=SECRET,
+            tenants=frozenset(),
+        )
+    assert SECRET not in repr(settings("https://idp.example"))
+
+
+def test_serve_takes_single_sign_on_from_the_configuration(tmp_path: Path) -> None:
+    """[desk] in the TOML file and the secret from the environment make the settings; an issuer
+    without a secret or tenants is refused naming what is missing; the secret is never shown."""
+    from effectledger.app.config import load_config
+    from effectledger.cli.http_api import sso_settings
+    from effectledger.errors import InvalidInput
+
+    toml = tmp_path / "effectledger.toml"
+    toml.write_text(
+        '[desk]\nsso_issuer = "https://idp.example"\nsso_client_id = "desk"\n'
+        'sso_tenants = ["acme"]\nsso_roles_claim = "groups"\n'
+    )
+    with pytest.raises(InvalidInput, match="sso_client_secret"):
+        sso_settings(load_config(toml, environ={}))
+    made = sso_settings(load_config(toml, environ={"EFFECTLEDGER_SSO_CLIENT_SECRET": SECRET}))
+    assert made is not None
+    assert (made.issuer, made.client_id, made.tenants, made.roles_claim) == (
+        "https://idp.example",
+        "desk",
+        frozenset({"acme"}),
+        "groups",
+    )
+    assert SECRET not in repr(made)
+    assert sso_settings(load_config(None, environ={})) is None
+    toml.write_text('[desk]\nsso_client_secret = "in the file"\n')
+    with pytest.raises(InvalidInput, match="has no setting"):
+        load_config(toml, environ={})
