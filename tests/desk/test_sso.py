@@ -380,3 +380,52 @@ def test_serve_takes_single_sign_on_from_the_configuration(tmp_path: Path) -> No
     toml.write_text('[desk]\nsso_client_secret = "in the file"\n')
     with pytest.raises(InvalidInput, match="has no setting"):
         load_config(toml, environ={})
+
+
+@pytest.mark.slow
+def test_a_person_signs_in_through_the_provider_in_chromium(
+    store_url: str, tmp_path: Path, page: Any
+) -> None:
+    """In Chromium: the login page's sign-in button, the provider's login and consent pages,
+    then the queue with refunds in three currencies; a person of another tenant is turned back
+    with the reason. axe finds nothing serious on the desk's pages."""
+    from tests.desk.support import serious_violations, shot
+
+    with desk_with_sso(store_url, tmp_path) as desk:
+        for order, minor, currency in (
+            ("ord-8001", 700, "GBP"),
+            ("ord-8002", 1000, "JPY"),
+            ("ord-8003", 1250, "EUR"),
+        ):
+            desk.world.app.propose(
+                AGENT,
+                "refund_order",
+                {**REFUND_30, "order_id": order, "amount_minor": minor, "currency": currency},
+            )
+        page.goto(f"{desk.base}/desk/login")
+        assert serious_violations(page) == []
+        page.get_by_role("link", name="Sign in with your identity provider").click()
+        page.locator("input[name=login]").fill("rita")
+        page.locator("input[name=password]").fill("any")
+        page.locator("button[type=submit]").click()
+        page.get_by_role("button", name="Continue").click()
+        page.wait_for_url(f"{desk.base}/desk/")
+        assert page.get_by_role("heading", name="Waiting for your decision").is_visible()
+        body = page.locator("main").inner_text()
+        for order in ("ord-8001", "ord-8002", "ord-8003"):
+            assert order in body
+        assert serious_violations(page) == []
+        shot(page, "sso-queue")
+        page.context.clear_cookies()
+        page.goto(f"{desk.base}/desk/login")
+        page.get_by_role("link", name="Sign in with your identity provider").click()
+        page.locator("input[name=login]").fill("gus")
+        page.locator("input[name=password]").fill("any")
+        page.locator("button[type=submit]").click()
+        page.get_by_role("button", name="Continue").click()
+        page.wait_for_url(f"{desk.base}/desk/sso/callback*")
+        assert "names no tenant this desk serves" in page.locator("[role=alert]").inner_text()
+        assert serious_violations(page) == []
+        page.goto(f"{desk.base}/desk/")
+        page.wait_for_url(f"{desk.base}/desk/login")
+    assert desk.sessions.count() == 1
