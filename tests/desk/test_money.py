@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -199,3 +200,46 @@ def test_a_summary_naming_a_field_the_arguments_lack_is_refused(
     finally:
         receiver.close()
     assert "refund_bad" not in [action.name for action in ledger.registry]
+
+
+@pytest.mark.slow
+def test_money_and_look_alike_letters_in_chromium(ledger: EffectLedger, page: Any) -> None:
+    """In Chromium: three currencies read as money in the queue; a proposal whose order id
+    holds a U+202E, a U+200B, a U+0007 and a Cyrillic a shows each marked; axe finds nothing
+    serious on either page."""
+    from tests.desk.support import serious_violations, shot
+
+    keys = ApiKeys(ledger.store)
+    token = keys.create(tenant_id="acme", actor_id="rita", roles=["approver"]).token
+    for order, minor, code in (("ord-2001", 700, "GBP"), ("ord-2002", 1000, "JPY")):
+        ledger.propose(
+            AGENT, "refund", {"order_id": order, "amount_minor": minor, "currency": code}
+        )
+    odd = ledger.propose(
+        AGENT,
+        "refund",
+        {"order_id": "ord-\u202e\u200b\x07p\u0430y", "amount_minor": 1250, "currency": "EUR"},
+    )
+    with serving(create_app(ledger, keys, desk=True, secure_cookies=False)) as base:
+        page.goto(f"{base}/desk/login")
+        page.get_by_label("API key").fill(token)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{base}/desk/")
+        body = page.locator("main").inner_text()
+        assert "Refund 7.00 GBP on order ord-2001" in body
+        assert "Refund 1,000 JPY on order ord-2002" in body
+        assert "Refund 12.50 EUR on order ord-" in body
+        assert serious_violations(page) == []
+        shot(page, "money-queue")
+        page.goto(f"{base}/desk/proposals/{odd.proposal_id}")
+        summary = page.locator("dd.summary").inner_text()
+        for mark in (
+            "\u27e8U+202E\u27e9",
+            "\u27e8U+200B\u27e9",
+            "\u27e8U+0007\u27e9",
+            "\u27e8U+0430\u27e9",
+        ):
+            assert mark in summary
+        assert "\u202e" not in page.content()
+        assert serious_violations(page) == []
+        shot(page, "money-proposal")
