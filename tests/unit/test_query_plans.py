@@ -43,6 +43,7 @@ WHOLE_TENANT = {
     "ledger_has_events": "whether the ledger holds any event at all: EXISTS stops at the first",
     "trails_in_flight": "audit retag walks every trail not yet final, an operator's command",
     "trails_in_flight_count": "audit retag's progress counts every trail not yet final",
+    "decisions_page": "the desk's history lists a tenant's decisions, newest first, by page",
 }
 _PARAMETER = re.compile(r":(\w+)")
 

@@ -49,7 +49,7 @@ from effectledger.model.operations import (
     Operation,
 )
 from effectledger.model.results import EffectResult
-from effectledger.model.review import PendingPage, ProposalReview, QueueOrder
+from effectledger.model.review import DecisionPage, PendingPage, ProposalReview, QueueOrder
 from effectledger.store import Store
 from effectledger.workers.executor import Executor
 from effectledger.workers.recovery import RecoveryReport, RecoveryWorker
@@ -189,6 +189,33 @@ class EffectLedger:
         )
         return reviewing.pending(
             self.authority, context, where=where, order=order, limit=limit, after=after
+        )
+
+    def decisions(
+        self,
+        context: Context,
+        *,
+        decider: str | None = None,
+        action: str | None = None,
+        outcome: str | None = None,
+        search: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DecisionPage:
+        """The tenant's decisions, newest first (:func:`.reviewing.decisions`): the history."""
+        return reviewing.decisions(
+            self.authority,
+            context,
+            decider=decider,
+            action=action,
+            outcome=outcome,
+            search=search,
+            since=since,
+            until=until,
+            limit=limit,
+            after=after,
         )
 
     def review(self, context: Context, proposal_id: str) -> ProposalReview:

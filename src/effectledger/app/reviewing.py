@@ -19,14 +19,37 @@ from effectledger.app.access import require_reader, require_writer
 from effectledger.authority import Authority
 from effectledger.authority.pending import QueueFilter, approvals_required, pending_page
 from effectledger.authority.review import refusal_of, review_of
-from effectledger.errors import ApprovalRefused
+from effectledger.errors import ApprovalRefused, InvalidInput
 from effectledger.ledger.stored import operation_from_row
 from effectledger.model.authority import Approval, Proposal
-from effectledger.model.operations import Context, Operation, validate_limit
-from effectledger.model.review import PendingPage, PendingProposal, ProposalReview, QueueOrder
+from effectledger.model.operations import (
+    Context,
+    Operation,
+    from_micros,
+    to_micros,
+    validate_identifier,
+    validate_limit,
+)
+from effectledger.model.review import (
+    DecisionEntry,
+    DecisionPage,
+    PendingPage,
+    PendingProposal,
+    ProposalReview,
+    QueueOrder,
+)
 from effectledger.store import Transaction
 
-__all__ = ["Notify", "announce", "decide", "manual_reviews", "pending", "prove", "review"]
+__all__ = [
+    "Notify",
+    "announce",
+    "decide",
+    "decisions",
+    "manual_reviews",
+    "pending",
+    "prove",
+    "review",
+]
 
 Notify = Callable[[PendingProposal], None]
 """Told of each recorded proposal that needs a person's decision; must return at once."""
@@ -57,6 +80,78 @@ def announce(
             notify(entry)
     except Exception:
         logging.getLogger(__name__).exception("notifying %s failed", proposal.proposal_id)
+
+
+def decisions(
+    authority: Authority,
+    context: Context,
+    *,
+    decider: str | None = None,
+    action: str | None = None,
+    outcome: str | None = None,
+    search: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 50,
+    after: str | None = None,
+) -> DecisionPage:
+    """The tenant's decisions by people, newest first, a page at a time: the desk's history.
+
+    Filter by ``decider``, ``action``, ``outcome`` (``approved`` or ``denied``), time
+    (``since`` inclusive, ``until`` exclusive) and ``search`` (a target, proposal id or operation
+    id, matched exactly); pass the page's ``next_cursor`` as ``after``. Needs the approver or
+    auditor role; pre-authorizations are not decisions and are not listed.
+    """
+    require_reader(context)
+    validate_limit(limit)
+    for name, value in (("decider", decider), ("action", action), ("search", search)):
+        if value is not None:
+            validate_identifier(value, name)
+    if outcome not in (None, "approved", "denied"):
+        raise InvalidInput("outcome is approved or denied", field="outcome")
+    before_us = before_id = None
+    if after is not None:
+        stamp, _, last = after.partition(".")
+        if not stamp.isdigit() or not last:
+            raise InvalidInput("after is a page's next_cursor", field="after")
+        before_us, before_id = int(stamp), validate_identifier(last, "after")
+    rows = authority.ledger.store.read(
+        lambda tx: tx.all(
+            "decisions_page",
+            {
+                "tenant_id": context.tenant_id,
+                "decider": decider,
+                "action": action,
+                "decision": {"approved": "granted", "denied": "denied"}.get(outcome or ""),
+                "since_us": None if since is None else to_micros(since),
+                "until_us": None if until is None else to_micros(until),
+                "search": search,
+                "before_us": before_us,
+                "before_id": before_id,
+                "limit": limit + 1,
+            },
+        )
+    )
+    entries = tuple(
+        DecisionEntry(
+            approval_id=row["approval_id"],
+            proposal_id=row["proposal_id"],
+            operation_id=row["operation_id"],
+            action=row["action"],
+            target=row["target"],
+            proposer_id=row["proposer_id"],
+            decider_id=row["approver_id"],
+            approved=row["decision"] == "granted",
+            reason=row["reason"],
+            decided_at=from_micros(int(row["decided_us"])),
+        )
+        for row in rows[:limit]
+    )
+    last_row = rows[limit - 1] if len(rows) > limit else None
+    cursor = (
+        None if last_row is None else f"{int(last_row['decided_us'])}.{last_row['approval_id']}"
+    )
+    return DecisionPage(entries=entries, next_cursor=cursor)
 
 
 def pending(

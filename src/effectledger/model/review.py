@@ -14,7 +14,15 @@ from typing import Any
 
 from effectledger.model.authority import Proposal
 
-__all__ = ["CURSOR_PATTERN", "PendingPage", "PendingProposal", "QueueOrder", "expiry_phrase"]
+__all__ = [
+    "CURSOR_PATTERN",
+    "DecisionEntry",
+    "DecisionPage",
+    "PendingPage",
+    "PendingProposal",
+    "QueueOrder",
+    "expiry_phrase",
+]
 
 
 CURSOR_PATTERN = r"^(\d{1,19})\.([A-Za-z0-9][A-Za-z0-9._:@-]{0,127})$"
@@ -246,3 +254,27 @@ _REFUSALS = {
     "self_approval": "You proposed this yourself; its policy needs another person to approve it.",
     "not_an_approver": "Your roles do not include one this action's policy lets approve it.",
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionEntry:
+    """One decision a person made, as the desk's history lists it."""
+
+    approval_id: str
+    proposal_id: str
+    operation_id: str
+    action: str
+    target: str
+    proposer_id: str
+    decider_id: str
+    approved: bool
+    reason: str | None
+    decided_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionPage:
+    """One page of the history, newest first; ``next_cursor`` continues it (``None``: done)."""
+
+    entries: tuple[DecisionEntry, ...]
+    next_cursor: str | None

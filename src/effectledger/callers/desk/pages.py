@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
@@ -45,6 +46,16 @@ DESK_PATH = "/desk"
 SESSION_COOKIE = "effectledger_desk"
 LOGIN_COOKIE = "effectledger_desk_login"
 SSO_COOKIE = "effectledger_desk_sso"
+
+
+def _day(value: str | None, name: str) -> datetime | None:
+    """A ``YYYY-MM-DD`` filter as the start of that day, UTC."""
+    if value is None:
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise InvalidInput(f"{name} is a date, YYYY-MM-DD", field=name) from None
 
 
 def draws_capacity(proposal: Any) -> bool:
@@ -91,6 +102,7 @@ def create_desk(
         Route("/operations/{operation_id}/resolve", desk.resolve, methods=["POST"]),
         Route("/operations/{operation_id}/receipt", desk.receipt, methods=["GET"]),
         Route("/reviews", desk.reviews, methods=["GET"]),
+        Route("/history", desk.history, methods=["GET"]),
         Route("/capacity", desk.capacity, methods=["GET"]),
         Route("/static/{name}", desk.static, methods=["GET"]),
     ]
@@ -467,6 +479,38 @@ class _Desk:
         except EffectLedgerError as exc:
             return self.failed(request, session, exc)
         return self.render(request, "reviews.html", session=session, waiting=waiting)
+
+    async def history(self, request: Request) -> Response:
+        """Decisions made, newest first, filtered and searched (the reviewer's History)."""
+        session = self.session(request)
+        if session is None:
+            return self.redirect(request, "/login")
+        query = request.query_params
+        filters = {
+            name: (query.get(name) or "").strip() or None
+            for name in ("decider", "action", "outcome", "search", "since", "until")
+        }
+        try:
+            since, until = (_day(filters[name], name) for name in ("since", "until"))
+            page = await run_in_threadpool(
+                lambda: self.ledger.decisions(
+                    session.context,
+                    decider=filters["decider"],
+                    action=filters["action"],
+                    outcome=filters["outcome"],
+                    search=filters["search"],
+                    since=since,
+                    until=None if until is None else until + timedelta(days=1),
+                    after=query.get("after") or None,
+                )
+            )
+        except EffectLedgerError as exc:
+            return self.failed(request, session, exc)
+        kept = {name: value for name, value in filters.items() if value}
+        more = None if page.next_cursor is None else urlencode({**kept, "after": page.next_cursor})
+        return self.render(
+            request, "history.html", session=session, page=page, filters=filters, next_query=more
+        )
 
     async def capacity(self, request: Request) -> Response:
         session = self.session(request)

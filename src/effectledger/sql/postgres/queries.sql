@@ -487,6 +487,27 @@ SELECT (
 FROM (SELECT 1 AS one) AS request
 LEFT JOIN approvals AS a ON a.tenant_id = %(tenant_id)s AND a.approval_id = %(approval_id)s;
 
+-- name: decisions_page
+-- The desk's history: a tenant's decisions (approvals and denials by people), newest first, a
+-- page at a time, filtered by decider, action, outcome, time and a target or id searched for.
+SELECT a.approval_id, a.proposal_id, a.decision, a.approver_id, a.reason, a.decided_us,
+       p.action, p.target, p.operation_id, p.proposer_id
+FROM approvals AS a
+JOIN proposals AS p ON p.tenant_id = a.tenant_id AND p.proposal_id = a.proposal_id
+WHERE a.tenant_id = %(tenant_id)s AND a.kind = 'approval'
+  AND (%(decider)s::text IS NULL OR a.approver_id = %(decider)s)
+  AND (%(action)s::text IS NULL OR p.action = %(action)s)
+  AND (%(decision)s::text IS NULL OR a.decision = %(decision)s)
+  AND (%(since_us)s::bigint IS NULL OR a.decided_us >= %(since_us)s)
+  AND (%(until_us)s::bigint IS NULL OR a.decided_us < %(until_us)s)
+  AND (%(search)s::text IS NULL OR p.target = %(search)s OR p.proposal_id = %(search)s
+       OR p.operation_id = %(search)s)
+  AND (%(before_us)s::bigint IS NULL
+       OR a.decided_us < %(before_us)s
+       OR (a.decided_us = %(before_us)s AND a.approval_id < %(before_id)s))
+ORDER BY a.decided_us DESC, a.approval_id DESC
+LIMIT %(limit)s;
+
 -- name: approval_get
 SELECT * FROM approvals WHERE tenant_id = %(tenant_id)s AND approval_id = %(approval_id)s;
 

@@ -461,6 +461,27 @@ SELECT (
 FROM (SELECT 1 AS one) AS request
 LEFT JOIN approvals AS a ON a.tenant_id = :tenant_id AND a.approval_id = :approval_id;
 
+-- name: decisions_page
+-- The desk's history: a tenant's decisions (approvals and denials by people), newest first, a
+-- page at a time, filtered by decider, action, outcome, time and a target or id searched for.
+SELECT a.approval_id, a.proposal_id, a.decision, a.approver_id, a.reason, a.decided_us,
+       p.action, p.target, p.operation_id, p.proposer_id
+FROM approvals AS a
+JOIN proposals AS p ON p.tenant_id = a.tenant_id AND p.proposal_id = a.proposal_id
+WHERE a.tenant_id = :tenant_id AND a.kind = 'approval'
+  AND (:decider IS NULL OR a.approver_id = :decider)
+  AND (:action IS NULL OR p.action = :action)
+  AND (:decision IS NULL OR a.decision = :decision)
+  AND (:since_us IS NULL OR a.decided_us >= :since_us)
+  AND (:until_us IS NULL OR a.decided_us < :until_us)
+  AND (:search IS NULL OR p.target = :search OR p.proposal_id = :search
+       OR p.operation_id = :search)
+  AND (:before_us IS NULL
+       OR a.decided_us < :before_us
+       OR (a.decided_us = :before_us AND a.approval_id < :before_id))
+ORDER BY a.decided_us DESC, a.approval_id DESC
+LIMIT :limit;
+
 -- name: approval_get
 SELECT * FROM approvals WHERE tenant_id = :tenant_id AND approval_id = :approval_id;
 
