@@ -38,7 +38,7 @@ from effectledger.model.operations import (
     Operation,
 )
 from effectledger.model.results import EffectResult
-from effectledger.model.review import PendingPage, ProposalReview, QueueOrder
+from effectledger.model.review import DecisionPage, PendingPage, ProposalReview, QueueOrder
 from effectledger.workers.recovery import RecoveryReport
 
 if TYPE_CHECKING:
@@ -151,6 +151,33 @@ class AsyncEffectLedger:
             proposer=proposer,
             expiring_before=expiring_before,
             order=order,
+            limit=limit,
+            after=after,
+        )
+
+    async def decisions(
+        self,
+        context: Context,
+        *,
+        decider: str | None = None,
+        action: str | None = None,
+        outcome: str | None = None,
+        search: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DecisionPage:
+        """:meth:`EffectLedger.decisions`, awaitable."""
+        return await self._call(
+            self.sync.decisions,
+            context,
+            decider=decider,
+            action=action,
+            outcome=outcome,
+            search=search,
+            since=since,
+            until=until,
             limit=limit,
             after=after,
         )
