@@ -75,6 +75,23 @@ def postgres_schema(tmp_path: Path) -> str:
     return f"el_test_{os.getpid()}_{digest}"
 
 
+STORE_OPTIONS = ("group_commit", "pooler")
+"""Query options of a store URL that are the store's own, not the database's or a file's."""
+
+
+def without_store_options(url: str) -> str:
+    """``url`` without the store's own options (group commit, a pooler): the location a driver,
+    a file path or a comparison takes."""
+    base, _, query = url.partition("?")  # not urlunsplit: it folds sqlite://// into sqlite://
+    kept = [(k, v) for k, v in parse_qsl(query) if k not in STORE_OPTIONS]
+    return f"{base}?{urlencode(kept)}" if kept else base
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of an SQLite store URL."""
+    return Path(urlsplit(url).path[1:])
+
+
 def with_options(url: str, **options: object) -> str:
     """``url`` with ``options`` added to its query string."""
     parts = urlsplit(url)

@@ -24,7 +24,7 @@ from effectledger.keyfiles import KEY_DIR_ENV
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from effectledger.workers import Executor
-from tests.conftest import admit, count_rows, require_postgres, with_options
+from tests.conftest import admit, count_rows, require_postgres, sqlite_path, with_options
 
 _BINARY = bytes(range(256)) * 4
 
@@ -74,7 +74,7 @@ def _uncertain_operation(url: str, receiver_path: Path) -> None:
 
 def _store_exists(url: str) -> bool:
     if url.startswith("sqlite:"):
-        path = Path(url.removeprefix("sqlite:///"))
+        path = sqlite_path(url)
         return any(Path(f"{path}{suffix}").exists() for suffix in ("", "-wal", "-shm"))
     schema = dict(pair.split("=", 1) for pair in url.split("?", 1)[1].split("&") if "=" in pair)[
         "schema"

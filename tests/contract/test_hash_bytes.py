@@ -28,7 +28,7 @@ from effectledger.sql import migrations
 from effectledger.store import Store, open_store
 from effectledger.store.copying import RENUMBERED, TABLES, access
 from effectledger.store.hashes import HASH_COLUMNS, pack_hash, unpack_hash
-from tests.conftest import make_store_url
+from tests.conftest import STORE_OPTIONS, make_store_url
 from tests.races.world import AGENT, REFUND_30, approver, build, close
 from tests.support.evidence import SIGNER, VERIFIER_KEY, make_history
 
@@ -111,6 +111,8 @@ def _writer(url: str) -> Iterator[Callable[[str, Sequence[str], list[tuple[Any, 
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
     schema = query.pop("schema")
+    for option in STORE_OPTIONS:  # the store's own options, not libpq's
+        query.pop(option, None)
     with psycopg.connect(urlunsplit(parts._replace(query=urlencode(query)))) as connection:
         connection.execute("SELECT set_config('search_path', %s, false)", (schema,))
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from effectledger.receiver.server import serve
-from tests.conftest import count_rows
+from tests.conftest import count_rows, sqlite_path
 
 SCRIPT = Path(sys.executable).parent / "effectledger"
 TOKEN = "receiver-token-never-stored"
@@ -178,5 +178,5 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
     events = "event_type = 'ProviderAcceptanceReconciled'"
     assert count_rows(store_url, "audit_events", events) == 1
     if store_url.startswith("sqlite:///"):
-        stored = Path(store_url.removeprefix("sqlite:///")).read_bytes()
+        stored = sqlite_path(store_url).read_bytes()
         assert TOKEN.encode() not in stored
