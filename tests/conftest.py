@@ -31,7 +31,8 @@ from effectledger.store import Store, open_store
 
 POSTGRES_URL_VARIABLE = "EFFECTLEDGER_TEST_POSTGRES_URL"
 GROUP_COMMIT_VARIABLE = "EFFECTLEDGER_TEST_GROUP_COMMIT"
-"""Set to ``on``, every store URL the fixtures make turns group commit on (both backends)."""
+"""``on`` or ``off``: every store URL the fixtures make turns group commit on or off (both
+backends); unset, each backend's default (SQLite on, PostgreSQL off)."""
 POOLER_VARIABLE = "EFFECTLEDGER_TEST_POOLER"
 """Set to ``transaction`` when the PostgreSQL URL names a PgBouncer in transaction mode: every
 PostgreSQL store URL the fixtures make says ``pooler=transaction``."""
@@ -105,9 +106,11 @@ def make_store_url(backend: str, tmp_path: Path) -> str:
     PostgreSQL stores live in a schema of their own in the database named by
     ``EFFECTLEDGER_TEST_POSTGRES_URL``; the ``store_url`` fixture drops it after the test.
     """
-    grouped = os.environ.get(GROUP_COMMIT_VARIABLE, "").lower() == "on"
+    switch = os.environ.get(GROUP_COMMIT_VARIABLE, "").lower()
+    grouped = switch == "on"
     if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.db'}" + ("?group_commit=on" if grouped else "")
+        chosen = f"?group_commit={switch}" if switch in ("on", "off") else ""
+        return f"sqlite:///{tmp_path / 'ledger.db'}" + chosen
     if backend == "postgres":
         base = require_postgres()
         schema = postgres_schema(tmp_path)

@@ -66,7 +66,7 @@ class SQLiteStore:
         max_attempts: int = MAX_ATTEMPTS,
         migrate: bool = True,
         create: bool = True,
-        group_commit: bool | str = False,
+        group_commit: bool | str = True,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
