@@ -429,3 +429,46 @@ def test_a_person_signs_in_through_the_provider_in_chromium(
         page.goto(f"{desk.base}/desk/")
         page.wait_for_url(f"{desk.base}/desk/login")
     assert desk.sessions.count() == 1
+
+
+def test_a_role_map_turns_provider_groups_into_ledger_roles(tmp_path: Path) -> None:
+    """With a map, groups the map names become roles (spaces and all), others grant nothing;
+    a person whose groups map to none is refused. The map comes from [desk] too."""
+    from effectledger.app.config import load_config
+    from effectledger.cli.http_api import sso_settings
+
+    mapped = settings(
+        "https://idp.example", roles_claim="groups", role_map={"Refund Approvers": "approver"}
+    )
+    login = OpenIdLogin(mapped)
+    person = login._context(
+        {"sub": "rita", "tenant": "acme", "groups": ["Refund Approvers", "Everyone"]}
+    )
+    assert person.roles == frozenset({"approver"})
+    assert login._context({"sub": "rita", "tenant": "acme", "groups": "Refund Approvers"}).roles
+    with pytest.raises(NotAuthenticated) as refused:
+        login._context({"sub": "sam", "tenant": "acme", "groups": ["Everyone"]})
+    assert refused.value.details["reason"] == "sso_no_roles"
+    toml = tmp_path / "effectledger.toml"
+    toml.write_text(
+        '[desk]\nsso_issuer = "https://idp.example"\nsso_client_id = "desk"\n'
+        'sso_tenants = ["acme"]\n[desk.sso_role_map]\n"Refund Approvers" = "approver"\n'
+    )
+    env = {"EFFECTLEDGER_SSO_CLIENT_SECRET": SECRET}
+    from_file = sso_settings(load_config(toml, environ=env))
+    assert from_file is not None
+    assert from_file.role_map == {"Refund Approvers": "approver"}
+    made = sso_settings(
+        load_config(
+            None,
+            environ={
+                **env,
+                "EFFECTLEDGER_SSO_ISSUER": "https://idp.example",
+                "EFFECTLEDGER_SSO_CLIENT_ID": "desk",
+                "EFFECTLEDGER_SSO_TENANTS": "acme",
+                "EFFECTLEDGER_SSO_ROLE_MAP": "Refund Approvers=approver",
+            },
+        )
+    )
+    assert made is not None
+    assert made.role_map == {"Refund Approvers": "approver"}

@@ -105,6 +105,29 @@ def _words(value: object) -> tuple[str, ...]:
         raise ValueError("ids of letters, digits and . _ : @ / -") from None
 
 
+def _role_map(value: object) -> dict[str, str]:
+    """Provider group -> ledger role: a TOML table, or ``group=role`` pairs separated by commas."""
+    from effectledger.model.operations import validate_identifier
+
+    if isinstance(value, str):
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise ValueError("group=role pairs separated by commas")
+        found = {group.strip(): role.strip() for group, _, role in pairs}
+    elif isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        found = dict(value)
+    else:
+        raise ValueError("a table of group = role (or group=role pairs separated by commas)")
+    try:
+        for role in found.values():
+            validate_identifier(role, "role")
+    except InvalidInput:
+        raise ValueError("roles of letters, digits and . _ : @ / -") from None
+    return found
+
+
 def _store_url(value: object) -> str:
     """A store URL whose scheme names a backend this version has (``BACKENDS``)."""
     url = _text(value)
@@ -186,6 +209,9 @@ SETTINGS: tuple[Setting, ...] = (
             "the ID token claim that names the person as the ledger's actor"),
     Setting("desk", "sso_scopes", "EFFECTLEDGER_SSO_SCOPES", ("openid",), _words,
             "scopes the desk asks for (openid is always asked)"),
+    Setting("desk", "sso_role_map", "EFFECTLEDGER_SSO_ROLE_MAP", {}, _role_map,
+            "the provider's group names to ledger roles (empty: the claim holds the roles)",
+            unset="none"),
 )  # fmt: skip
 """Every setting, in the order ``config show`` prints them."""
 

@@ -146,6 +146,7 @@ def sso_settings(config: Config) -> SsoSettings | None:
         roles_claim=config["sso_roles_claim"],
         actor_claim=config["sso_actor_claim"],
         scopes=tuple(config["sso_scopes"]),
+        role_map=config["sso_role_map"] or None,
     )
 
 

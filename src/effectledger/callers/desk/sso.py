@@ -19,6 +19,7 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,7 +44,9 @@ class SsoSettings:
 
     ``tenants`` are the tenants this desk serves: the ``tenant_claim`` of a person must name one.
     ``roles_claim`` holds the person's roles (a list, or text separated by spaces), used as the
-    ledger's roles; ``actor_claim`` names the actor (``sub`` by default, or ``email``).
+    ledger's roles, or, with ``role_map``, the provider's group names mapped to ledger roles
+    (groups the map does not name grant nothing); ``actor_claim`` names the actor (``sub`` by
+    default, or ``email``).
     """
 
     issuer: str
@@ -54,6 +57,7 @@ class SsoSettings:
     roles_claim: str = "roles"
     actor_claim: str = "sub"
     scopes: tuple[str, ...] = ("openid",)
+    role_map: Mapping[str, str] | None = None
     leeway_s: int = 60
     timeout_s: float = 10.0
 
@@ -70,6 +74,10 @@ class SsoSettings:
         for tenant in tenants:
             validate_identifier(tenant, "sso_tenants")
         object.__setattr__(self, "tenants", tenants)
+        if self.role_map is not None:
+            for role in self.role_map.values():
+                validate_identifier(role, "sso_role_map")
+            object.__setattr__(self, "role_map", dict(self.role_map))
         if "openid" not in self.scopes:
             object.__setattr__(self, "scopes", ("openid", *self.scopes))
 
@@ -243,7 +251,14 @@ class OpenIdLogin:
                 "sso_tenant_not_served",
             )
         raw = claims.get(settings.roles_claim)
-        roles = raw.split() if isinstance(raw, str) else raw
+        roles = raw.split() if isinstance(raw, str) and settings.role_map is None else raw
+        if isinstance(raw, str) and settings.role_map is not None:
+            roles = [raw]  # one group name, spaces and all
+        if isinstance(roles, list) and settings.role_map is not None:
+            mapped = settings.role_map
+            roles = sorted(
+                {mapped[group] for group in roles if isinstance(group, str) and group in mapped}
+            )
         if not isinstance(roles, list) or not roles or not all(isinstance(r, str) for r in roles):
             raise _refused(
                 f"your identity provider gives you no role on this desk ({settings.roles_claim})",
