@@ -36,7 +36,6 @@ from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.callers.scenarios import AGENT, World, fresh_world
 from tests.conftest import in_ci
 
-pytest.importorskip("authlib")
 FOLDER = Path(__file__).parent / "oidc"
 SECRET = "desk-client-secret-for-tests-only"
 ACCOUNTS = {

@@ -89,14 +89,7 @@ class SealerMemory:
 
     def recall(self, origin: str) -> tuple[Remembered | None, Remembered | None]:
         """``(signed, pending)`` for ``origin``: the last tree signed, and one being signed."""
-        entry = self._load()["logs"].get(origin)
-        if not isinstance(entry, dict):
-            return None, None
-        pending = entry.get("pending")
-        return (
-            Remembered(int(entry["size"]), str(entry["root"])),
-            None if not pending else Remembered(int(pending["size"]), str(pending["root"])),
-        )
+        return _remembered(self._load()["logs"].get(origin))
 
     # -- checking ------------------------------------------------------------------------
 
@@ -114,14 +107,14 @@ class SealerMemory:
         :class:`~effectledger.errors.AuditVerificationFailed` (``log_emptied``,
         ``log_rolled_back`` or ``log_forked``) naming both trees.
         """
-        entry = self._load()["logs"].get(origin)
+        entry = self._load()["logs"].get(origin)  # one read of the file per check
         if isinstance(entry, dict) and entry.get("continued_by"):
             raise _refuse(
                 f"{origin}: this log was restored from a backup and goes on as "
                 f"{entry['continued_by']}; the database shows the segment the restore closed",
                 "log_superseded",
             )
-        signed, pending = self.recall(origin)
+        signed, pending = _remembered(entry)
         if signed is None:
             return  # a log this sealer has never signed: taken as it is, remembered from now on
         found = Remembered(size, root)
@@ -224,6 +217,17 @@ class SealerMemory:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)
+
+
+def _remembered(entry: object) -> tuple[Remembered | None, Remembered | None]:
+    """``(signed, pending)`` of one log's entry in the file (``None, None`` for none)."""
+    if not isinstance(entry, dict):
+        return None, None
+    pending = entry.get("pending")
+    return (
+        Remembered(int(entry["size"]), str(entry["root"])),
+        None if not pending else Remembered(int(pending["size"]), str(pending["root"])),
+    )
 
 
 def _refuse(message: str, reason: str) -> AuditVerificationFailed:
