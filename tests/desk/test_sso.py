@@ -11,11 +11,13 @@ refused with a page saying why and no session.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,26 +48,28 @@ ACCOUNTS = {
 
 
 def _node() -> str:
+    """Node, with the provider installed from the lock file once: concurrent test processes
+    wait for one install (a lock), and a marker written after it finishes tells a complete
+    install from one still being unpacked."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         if in_ci():
             pytest.fail("node and npm are needed for the single sign-on tests")
         pytest.skip("node and npm are needed for the single sign-on tests")
-    if not (FOLDER / "node_modules" / "oidc-provider").is_dir():
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=FOLDER,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+    marker = FOLDER / "node_modules" / ".effectledger-installed"
+    with open(FOLDER / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            installed = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=FOLDER,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert installed.returncode == 0, installed.stderr
+            marker.write_text("installed from package-lock.json\n")
     return node
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -73,9 +77,7 @@ def provider(redirect_uris: list[str], *, id_token_ttl: int = 3600) -> Iterator[
     """The OpenID provider on a free port of 127.0.0.1, with the desk (and another application)
     as clients; yields its issuer URL."""
     node = _node()
-    port = _free_port()
     config = {
-        "port": port,
         "clients": [
             {
                 "client_id": client_id,
@@ -90,26 +92,31 @@ def provider(redirect_uris: list[str], *, id_token_ttl: int = 3600) -> Iterator[
         "accounts": ACCOUNTS,
         "idTokenTtl": id_token_ttl,
     }
-    process = subprocess.Popen(
-        [node, str(FOLDER / "provider.mjs")],
-        cwd=FOLDER,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdin is not None
-        assert process.stdout is not None
-        process.stdin.write(json.dumps(config))
-        process.stdin.close()
-        started = json.loads(process.stdout.readline())
-        yield str(started["issuer"])
-    finally:
-        process.terminate()
-        process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(
+            [node, str(FOLDER / "provider.mjs")],
+            cwd=FOLDER,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        try:
+            assert process.stdin is not None
+            assert process.stdout is not None
+            process.stdin.write(json.dumps(config))
+            process.stdin.close()
+            line = process.stdout.readline()
+            if not line:
+                process.wait(10)
+                errors.seek(0)
+                raise AssertionError(f"the provider did not start: {errors.read()}")
+            yield str(json.loads(line)["issuer"])
+        finally:
+            process.terminate()
+            process.wait(10)
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 def settings(issuer: str, client_id: str = "desk", **options: Any) -> SsoSettings:
@@ -169,9 +176,12 @@ def desk_with_sso(
     now: Any = None,
     **options: Any,
 ) -> Iterator[Desk]:
-    """The refund world's desk with SSO at a provider that knows its callback."""
-    port = _free_port()
-    with fresh_world(store_url, tmp_path) as world:
+    """The refund world's desk with SSO at a provider that knows its callback: the desk's
+    socket is bound first, so its address is known and no other process can take it."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = int(listening.getsockname()[1])
+    with listening, fresh_world(store_url, tmp_path) as world:
         keys = ApiKeys(world.ledger.store)
         sessions = Sessions(keys)
         callback = f"http://127.0.0.1:{port}/desk/sso/callback"
@@ -186,22 +196,21 @@ def desk_with_sso(
                 "/desk",
                 create_desk(world.app, keys, secure_cookies=False, sessions=sessions, sso=login),
             )
-            with serving_on(app, port) as base:
+            with serving_on(app, listening) as base:
                 yield Desk(world, base, issuer, sessions)
 
 
 @contextmanager
-def serving_on(app: Any, port: int) -> Iterator[str]:
-    """``serving`` on a port chosen beforehand (the provider must know the callback)."""
+def serving_on(app: Any, listening: socket.socket) -> Iterator[str]:
+    """``serving`` on a socket bound beforehand (the provider must know the callback)."""
     import threading
 
     import uvicorn
 
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"
-    )
+    port = int(listening.getsockname()[1])
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:

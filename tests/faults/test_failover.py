@@ -73,7 +73,10 @@ def test_killed_primaries_lose_no_acknowledged_refund_and_send_none_twice(
     states = settle(world, url)
     performed = load.performed()
     assert len(performed) > 50, len(performed)
-    assert load.errors(), "no call met a failover"
+    # The failures met the load: a call was refused, or one was in flight across a failure's
+    # start (a call the store carried through a failover met it as much as a refused one).
+    spanned = [a for a in performed if any(a["began"] <= f.at <= a["t"] for f in inflicted)]
+    assert load.errors() or spanned, "no call met a failover"
     for answer in performed:  # acknowledged means durable on the survivor
         if answer["state"] == "SUCCEEDED":
             assert states[answer["operation"]] is OperationState.SUCCEEDED, answer
