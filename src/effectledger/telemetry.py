@@ -13,11 +13,17 @@ here: spans and metrics go where the application's own OpenTelemetry SDK sends t
 nowhere without one.
 
 Spans, each named ``effectledger.<step>``: ``propose``, ``approve``, ``perform``, ``submit``,
-``lookup``, ``seal``. Their attributes are identifiers only, never arguments, evidence or
-credentials: ``effectledger.tenant_id``, ``effectledger.proposal_id``,
+``lookup``, ``escalate``, ``resolve``, ``seal``. Their attributes are identifiers only, never
+arguments, evidence or credentials: ``effectledger.tenant_id``, ``effectledger.proposal_id``,
 ``effectledger.operation_id``, ``effectledger.attempt_id``, ``effectledger.action``, the
 outcome and state, and where the caller supplied them the model's ``gen_ai.tool.call.id`` and
 the agent's trace id (``effectledger.correlation.trace_id``).
+
+Traces connect: an admission keeps the W3C trace context of the span it ran in
+(:func:`traceparent`, stored beside the operation), and the later spans of the operation that
+run in another trace (the worker's ``submit``, recovery's ``lookup``, ``escalate``, ``resolve``,
+the ``seal`` of its events) carry a span link to it (``linked=``, :meth:`Span.link`), with the
+attribute ``effectledger.link`` = ``admitted``. A trace view opened at the perform shows them all.
 
 Metrics (counters): ``effectledger.performs`` by ``outcome``, ``effectledger.denials`` by
 ``reason``, ``effectledger.submissions`` and ``effectledger.lookups`` by ``outcome``,
@@ -34,7 +40,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -50,6 +56,7 @@ __all__ = [
     "quiet",
     "register_gauges",
     "span",
+    "traceparent",
 ]
 
 _log = logging.getLogger("effectledger.telemetry")
@@ -74,6 +81,17 @@ class Span:
             for name, value in attributes.items():
                 if value is not None:
                     self._span.set_attribute(_key(name), value)
+
+    @property
+    def recording(self) -> bool:
+        """Whether the span records (else setting or linking anything does nothing)."""
+        return self._span is not None
+
+    def link(self, parents: Iterable[str]) -> None:
+        """Link the span to each W3C ``traceparent`` in ``parents`` outside its own trace."""
+        if self._span is not None:
+            for link in _links(parents, self._span.get_span_context().trace_id):
+                self._span.add_link(link.context, link.attributes)
 
     def set_raw(self, name: str, value: Attribute | None) -> None:
         """Set one attribute under its full name (a semantic-convention name)."""
@@ -195,24 +213,90 @@ _NO_SPAN = Span(None)
 _SILENT_BLOCK = _NoSpan()
 
 
-def span(step: str, **attributes: Attribute | None) -> AbstractContextManager[Span]:
+def span(
+    step: str,
+    *,
+    linked: Callable[[], Iterable[str]] | None = None,
+    **attributes: Attribute | None,
+) -> AbstractContextManager[Span]:
     """A span ``effectledger.<step>`` around the block, with ``attributes`` (``None`` left out).
 
-    An exception leaving the block is recorded on the span and sets its status to error.
-    Without a tracer provider the block costs one read of the API's global (see the module
-    docstring).
+    ``linked`` gives the W3C traceparents the span links to (the operation's admission); it is
+    called only when the span records, and a parent in the span's own trace is left out (it is
+    already in view). An exception leaving the block is recorded on the span and sets its
+    status to error. Without a tracer provider the block costs one read of the API's global
+    (see the module docstring).
     """
     if _tracing_silent():
         return _SILENT_BLOCK
-    return _recorded(step, attributes)
+    return _recorded(step, attributes, linked)
 
 
 @contextmanager
-def _recorded(step: str, attributes: Mapping[str, Attribute | None]) -> Iterator[Span]:
+def _recorded(
+    step: str,
+    attributes: Mapping[str, Attribute | None],
+    linked: Callable[[], Iterable[str]] | None,
+) -> Iterator[Span]:
     tracer = _tracer()
     initial = {_key(k): v for k, v in attributes.items() if v is not None}
-    with tracer.start_as_current_span(f"{SCOPE}.{step}", attributes=initial) as current:
-        yield Span(current)
+    links: list[Any] = []
+    if linked is not None:
+        current = _api().trace.get_current_span().get_span_context()
+        links = _links(linked(), current.trace_id if current.is_valid else None)
+    with tracer.start_as_current_span(
+        f"{SCOPE}.{step}", attributes=initial, links=links
+    ) as started:
+        yield Span(started)
+
+
+MAX_LINKS = 128
+"""The most links one span is given (the SDK's default limit)."""
+
+_LINKED = {f"{SCOPE}.link": "admitted"}
+
+
+def traceparent() -> str | None:
+    """The W3C traceparent of the span in progress, when tracing records and one is (else
+    ``None``): what an admission keeps for the operation's later spans to link to."""
+    if _tracing_silent():
+        return None
+    context = _api().trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def _links(parents: Iterable[str], own_trace: int | None) -> list[Any]:
+    """Links to the valid traceparents of ``parents`` outside trace ``own_trace``, at most
+    :data:`MAX_LINKS`, each once."""
+    trace = _api().trace
+    links: list[Any] = []
+    seen: set[tuple[int, int]] = set()
+    for parent in parents:
+        parsed = _parse(parent)
+        if parsed is None or parsed[0] == own_trace or parsed[:2] in seen:
+            continue
+        seen.add(parsed[:2])
+        context = trace.SpanContext(
+            parsed[0], parsed[1], is_remote=True, trace_flags=trace.TraceFlags(parsed[2])
+        )
+        links.append(trace.Link(context, _LINKED))
+        if len(links) == MAX_LINKS:
+            break
+    return links
+
+
+def _parse(parent: str) -> tuple[int, int, int] | None:
+    """(trace id, span id, flags) of a version 00 traceparent, or ``None`` if it is not one."""
+    parts = parent.split("-")
+    if len(parts) != 4 or parts[0] != "00" or [len(p) for p in parts[1:]] != [32, 16, 2]:
+        return None
+    try:
+        trace_id, span_id, flags = (int(p, 16) for p in parts[1:])
+    except ValueError:
+        return None
+    return (trace_id, span_id, flags) if trace_id and span_id else None
 
 
 def correlation_attributes(target: Span, correlation: Mapping[str, str] | None) -> None:

@@ -108,3 +108,109 @@ def test_a_refund_leaves_spans_with_its_ids_and_counters_by_outcome(
     denials = _counter(reader, "effectledger.denials")
     assert denials[(("effectledger.reason", str(denied.reason.value)),)] >= 1
     assert _counter(reader, "effectledger.lookups")[(("effectledger.outcome", "Accepted"),)] >= 1
+
+
+def _tree(finished: list[ReadableSpan]) -> str:
+    """The spans as an operator's trace view shows them: each trace a tree, links beside."""
+    by_trace: dict[int, list[ReadableSpan]] = {}
+    for span in sorted(finished, key=lambda s: s.start_time or 0):
+        by_trace.setdefault(span.context.trace_id, []).append(span)
+    lines: list[str] = []
+    for trace_id, spans in by_trace.items():
+        lines.append(f"trace {trace_id:032x}")
+        depth: dict[int, int] = {}
+        for span in spans:
+            level = depth.get(span.parent.span_id, -1) + 1 if span.parent else 0
+            depth[span.context.span_id] = level
+            linked = "".join(
+                f"  -> linked to {link.context.trace_id:032x}/{link.context.span_id:016x}"
+                for link in span.links
+            )
+            lines.append(f"{'  ' * (level + 1)}{span.name}{linked}")
+    return "\n".join(lines)
+
+
+def test_a_refunds_later_spans_link_to_the_trace_that_admitted_it(
+    world: Refunds,
+    exported: tuple[InMemorySpanExporter, InMemoryMetricReader],
+    store_url: str,
+) -> None:
+    """A refund whose reply is lost is performed in the agent's trace; the row beside the
+    operation keeps that perform's traceparent; recovery's lookup, an escalation, its
+    resolution and the seal run in traces of their own and each links to the perform (the
+    submit inside the perform's own trace does not), read back from the store."""
+    from effectledger import Context, LookupMode, Observation
+    from effectledger.ledger import traces
+    from tests.conftest import run_sql
+
+    spans, _ = exported
+    spans.clear()
+    tracer = trace.get_tracer("agent")
+    world.receiver.submit_mode = SubmitMode.ACCEPT_THEN_LOSE_REPLY
+    performed = []
+    for _ in range(2):
+        with tracer.start_as_current_span("agent turn"):
+            proposal = world.app.propose(AGENT, "refund_order", REFUND_30)
+            world.app.approve(REVIEWER, proposal)
+            performed.append(world.app.perform(AGENT, proposal))
+    world.receiver.submit_mode = SubmitMode.ACCEPT
+    first, second = performed
+    assert {r.state for r in performed} == {OperationState.OUTCOME_UNKNOWN}
+    finished = list(spans.get_finished_spans())
+    perform_spans = [s for s in finished if s.name == "effectledger.perform"]
+    kept = {
+        str(op): str(parent)
+        for op, parent in run_sql(
+            store_url, "SELECT operation_id, traceparent FROM operation_traces"
+        )
+    }
+    for result, span in zip(performed, perform_spans, strict=True):
+        context = span.context
+        assert kept[result.operation_id] == (
+            f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+        )
+
+    traces._RECENT.clear()  # as in a worker process: the links come from the stored rows
+    world.receiver.lookup_mode = LookupMode.UNKNOWN
+    world.app.ledger.clock.advance(LOOKUP_WINDOW)  # type: ignore[attr-defined]
+    with tracer.start_as_current_span("worker pass"):
+        world.app.recover()
+    ops = Context(tenant_id="acme", actor_id="oscar", roles=frozenset({"payments-ops"}))
+    with tracer.start_as_current_span("review"):
+        world.app.escalate(ops, second.operation_id, reason="customer called", owner="payments-ops")
+        key = world.app.operation(ops, second.operation_id).idempotency_key
+        receipt = world.receiver.receipt(key)
+        resolved = world.app.resolve(
+            ops, second.operation_id, Observation.accepted(receipt, "ops/ticket-1")
+        )
+    assert resolved.state is OperationState.SUCCEEDED
+    with tracer.start_as_current_span("sealing"):
+        world.app.seal(AGENT)
+
+    finished = list(spans.get_finished_spans())
+    print(_tree(finished))
+    first_perform, second_perform = perform_spans
+
+    def links(span: ReadableSpan) -> set[tuple[int, int]]:
+        assert all(dict(link.attributes or {}) == {"effectledger.link": "admitted"}
+                   for link in span.links)  # fmt: skip
+        return {(link.context.trace_id, link.context.span_id) for link in span.links}
+
+    def of(perform: ReadableSpan) -> tuple[int, int]:
+        return (perform.context.trace_id, perform.context.span_id)
+
+    lookups = {
+        dict(s.attributes or {})["effectledger.operation_id"]: s
+        for s in finished
+        if s.name == "effectledger.lookup"
+    }
+    assert links(lookups[first.operation_id]) == {of(first_perform)}
+    assert links(lookups[second.operation_id]) == {of(second_perform)}
+    (escalate,) = [s for s in finished if s.name == "effectledger.escalate"]
+    (resolve,) = [s for s in finished if s.name == "effectledger.resolve"]
+    assert links(escalate) == links(resolve) == {of(second_perform)}
+    (seal,) = [s for s in finished if s.name == "effectledger.seal"]
+    assert links(seal) == {of(first_perform), of(second_perform)}
+    for submit in (s for s in finished if s.name == "effectledger.submit"):
+        assert submit.links == ()  # in the perform's own trace: nothing to link
+    assert len({s.context.trace_id for s in (first_perform, escalate, seal)}) == 3

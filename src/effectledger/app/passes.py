@@ -16,6 +16,7 @@ from effectledger import telemetry
 from effectledger.app.declaring import Declarations
 from effectledger.clock import Clock
 from effectledger.events.authentication import TrailKeys
+from effectledger.ledger import traces
 from effectledger.model.operations import DispatchResult, validate_limit
 from effectledger.store import Store
 
@@ -84,6 +85,8 @@ def seal(
         sealer = _sealer(store, signer, clock, trail_keys=trail_keys, memory=memory)
         report = sealer.seal(tenant_id)
         span.set(sealed=report.sealed, pending=report.pending)
+        if span.recording:  # the traces the sealed events' operations were admitted in
+            span.link(traces.sealed(store, tenant_id, report.size - report.sealed, report.size))
     telemetry.count("sealed_events", report.sealed)
     return report
 
@@ -106,6 +109,12 @@ def seal_pending(
         reports = sealer.seal_all()
         sealed = sum(report.sealed for report in reports)
         span.set(sealed=sealed, tenants=len(reports))
+        if span.recording:
+            span.link(
+                parent
+                for r in reports
+                for parent in traces.sealed(store, r.tenant_id, r.size - r.sealed, r.size)
+            )
     telemetry.count("sealed_events", sealed)
     return reports
 

@@ -19,6 +19,7 @@ from effectledger.errors import (
 from effectledger.events.chain import GENESIS_HASH
 from effectledger.ledger.settings import LedgerParts
 from effectledger.ledger.stored import operation_from_row
+from effectledger.ledger.traces import keep_admitted
 from effectledger.ledger.trail import (
     key,
     lock_trail,
@@ -203,6 +204,7 @@ def insert_operation_row(
             f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
             operation_id=draft["operation_id"],
         )
+    keep_admitted(tx, draft["tenant_id"], draft["operation_id"])
     return inserted, True
 
 

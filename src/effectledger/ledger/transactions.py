@@ -11,6 +11,7 @@ either write fails the transaction rolls back and the operation is as it was.
 from __future__ import annotations
 
 import functools
+from functools import partial
 
 import effectledger.ledger.admission as admission
 import effectledger.ledger.claims as claims
@@ -19,6 +20,8 @@ import effectledger.ledger.reads as reads
 import effectledger.ledger.reconciliation as reconciliation
 import effectledger.ledger.recording as outcomes
 import effectledger.ledger.review as review
+import effectledger.ledger.traces as traces
+from effectledger import telemetry
 from effectledger._failpoints import crash_point
 from effectledger.clock import Clock, SystemClock
 from effectledger.errors import CommitUncertain
@@ -344,9 +347,18 @@ class Ledger:
         actor: str = RECOVERY_WORKER,
     ) -> DispatchResult:
         """Move an unresolved operation to MANUAL_REVIEW with an owner and a deadline."""
-        return reconciliation.escalate(
-            self, tenant_id, operation_id, reason=reason, owner=owner, actor=actor
-        )
+        with telemetry.span(
+            "escalate",
+            linked=partial(traces.admitted, self.store, tenant_id, operation_id),
+            tenant_id=tenant_id,
+            operation_id=operation_id,
+            reason=reason,
+        ) as span:
+            result = reconciliation.escalate(
+                self, tenant_id, operation_id, reason=reason, owner=owner, actor=actor
+            )
+            span.set(state=result.state.value)
+        return result
 
     def authorize_retry(
         self, context: Context, operation_id: str, *, max_retries: int
@@ -363,7 +375,15 @@ class Ledger:
         self, context: Context, operation_id: str, observation: Observation
     ) -> DispatchResult:
         """Settle a MANUAL_REVIEW with what the destination's own records show (its owner)."""
-        return review.resolve(self, context, operation_id, observation)
+        with telemetry.span(
+            "resolve",
+            linked=partial(traces.admitted, self.store, context.tenant_id, operation_id),
+            tenant_id=context.tenant_id,
+            operation_id=operation_id,
+        ) as span:
+            result = review.resolve(self, context, operation_id, observation)
+            span.set(state=result.state.value)
+        return result
 
     # -- corrections ---------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ __all__ = ["TABLES", "CopyReport", "Progress", "TableAccess", "copy_ledger", "ta
 
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("operations", ("tenant_id", "operation_id")),
+    ("operation_traces", ("tenant_id", "operation_id")),
     ("attempts", ("tenant_id", "operation_id", "attempt_id")),
     ("audit_events", ("event_id",)),
     ("proposals", ("tenant_id", "proposal_id")),

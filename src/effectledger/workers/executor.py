@@ -16,12 +16,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from effectledger import telemetry
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
 from effectledger.errors import CommitUncertain, EffectLedgerError, InvalidInput, StorageError
-from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id
+from effectledger.ledger import DISPATCH_WORKER, Ledger, new_id, traces
 from effectledger.model.operations import (
     Context,
     DestinationRef,
@@ -266,6 +267,7 @@ class Executor:
         ensure_matches(self.destination, prepared.destination)
         with telemetry.span(
             "submit",
+            linked=partial(traces.admitted, self.ledger.store, prepared.tenant_id, operation_id),
             tenant_id=prepared.tenant_id,
             operation_id=operation_id,
             attempt_id=prepared.attempt_id,

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from effectledger import telemetry
 from effectledger._failpoints import crash_point
 from effectledger.destinations import Destination, ensure_matches
 from effectledger.errors import DestinationMismatch, EffectLedgerError, StorageBusy, StorageError
-from effectledger.ledger import RECOVERY_WORKER, Ledger
+from effectledger.ledger import RECOVERY_WORKER, Ledger, traces
 from effectledger.model.operations import (
     Attempt,
     DestinationRef,
@@ -173,7 +174,11 @@ class RecoveryWorker:
         tenant_id, operation_id = _key(attempt)
         ensure_matches(destination, attempt.destination)
         with telemetry.span(
-            "lookup", tenant_id=tenant_id, operation_id=operation_id, attempt_id=attempt.attempt_id
+            "lookup",
+            linked=partial(traces.admitted, self.ledger.store, tenant_id, operation_id),
+            tenant_id=tenant_id,
+            operation_id=operation_id,
+            attempt_id=attempt.attempt_id,
         ) as span:
             try:
                 observation = destination.lookup(attempt.idempotency_key)

@@ -503,3 +503,12 @@ CREATE TRIGGER checkpoint_cosignatures_append_only
 
 CREATE TRIGGER checkpoint_cosignatures_no_truncate BEFORE TRUNCATE ON checkpoint_cosignatures
     FOR EACH STATEMENT EXECUTE FUNCTION effectledger_evidence_append_only();
+
+-- The W3C trace context an operation was admitted in, kept while tracing records (migration 17):
+-- later spans for the operation link to it. Not evidence; identifiers only.
+CREATE TABLE operation_traces (
+    tenant_id    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    traceparent  TEXT NOT NULL CHECK (length(traceparent) = 55),
+    PRIMARY KEY (tenant_id, operation_id)
+);

@@ -775,3 +775,22 @@ SELECT count(*) AS trails FROM (
     )
 ) AS t
 WHERE (:tenant_id = '' OR tenant_id = :tenant_id);
+
+-- name: operation_trace_insert
+-- The trace an operation was admitted in (migration 17), in its admission's transaction.
+INSERT INTO operation_traces (tenant_id, operation_id, traceparent)
+VALUES (:tenant_id, :operation_id, :traceparent)
+ON CONFLICT (tenant_id, operation_id) DO NOTHING;
+
+-- name: operation_trace_get
+-- The trace an operation was admitted in, for a later span's link.
+SELECT traceparent FROM operation_traces
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
+
+-- name: sealed_traces
+-- The admission traces of the operations whose events hold log positions [first, end) of a
+-- tenant's log, for the seal's links; at most the limit of them.
+SELECT DISTINCT t.traceparent FROM log_entries AS l
+JOIN operation_traces AS t ON t.tenant_id = l.tenant_id AND t.operation_id = l.operation_id
+WHERE l.tenant_id = :tenant_id AND l.position >= :first AND l.position < :end
+LIMIT :limit;

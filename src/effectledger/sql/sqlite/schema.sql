@@ -454,3 +454,12 @@ CREATE TRIGGER checkpoint_cosignatures_no_delete BEFORE DELETE ON checkpoint_cos
 BEGIN
     SELECT RAISE(ABORT, 'checkpoint_cosignatures is append-only');
 END;
+
+-- The W3C trace context an operation was admitted in, kept while tracing records (migration 17):
+-- later spans for the operation link to it. Not evidence; identifiers only.
+CREATE TABLE operation_traces (
+    tenant_id    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    traceparent  TEXT NOT NULL CHECK (length(traceparent) = 55),
+    PRIMARY KEY (tenant_id, operation_id)
+) WITHOUT ROWID;
