@@ -215,3 +215,34 @@ def test_a_look_alike_letter_in_an_argument_is_shown_and_named(
     queue = rita.get("/desk/").text
     entry = queue[queue.index("ord-7009") :]
     assert "U+0430" in entry[: entry.index("</li>")]
+
+
+def test_the_agents_stated_reason_is_shown_as_its_words_with_hidden_characters_revealed(
+    desk: Desk, rita: httpx.Client
+) -> None:
+    """A proposal's stated reason stands on its page under the agent's name as unchecked
+    text, its U+202E shown as a mark and named in the page's alert; the queue quotes it the
+    same way, and a proposal without one shows no such section."""
+    said = "customer returned it, see \u202egnp.exe <b>now</b>"
+    proposal = desk.world.app.propose(
+        AGENT, "refund_order", _refund("ord-7101"), stated_reason=said
+    )
+    plain = desk.world.app.propose(AGENT, "refund_order", _refund("ord-7102"))
+    html = page_of(rita, proposal.proposal_id)
+    section = html[html.index('id="stated-reason"') :]
+    section = section[: section.index("</section>")]
+    assert "Written by the agent <strong>agent-7</strong>, not checked by anyone" in section
+    assert (
+        'see <mark class="hidden" title="hidden character U+202E">\u27e8U+202E\u27e9</mark>'
+        "gnp.exe &lt;b&gt;now&lt;/b&gt;"
+    ) in section
+    assert "\u202e" not in html
+    assert "<b>now" not in html
+    banner = html[html.index('id="hidden-characters"') :]
+    assert "U+202E" in banner[: banner.index("</div>")]
+    assert 'id="stated-reason"' not in page_of(rita, plain.proposal_id)
+    queue = rita.get("/desk/").text
+    entry = queue[queue.index("ord-7101") :]
+    entry = entry[: entry.index("</li>")]
+    assert "The agent says: “customer returned it, see <mark" in entry
+    assert "Holds hidden characters (U+202E)" in entry

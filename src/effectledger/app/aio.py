@@ -113,6 +113,7 @@ class AsyncEffectLedger:
         *,
         operation_id: str | None = None,
         correlation: Correlation | None = None,
+        stated_reason: str | None = None,
         **fields: Any,
     ) -> Proposal:
         """:meth:`EffectLedger.propose`, awaitable."""
@@ -123,6 +124,7 @@ class AsyncEffectLedger:
             arguments,
             operation_id=operation_id,
             correlation=correlation,
+            stated_reason=stated_reason,
             **fields,
         )
 

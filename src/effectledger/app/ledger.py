@@ -125,9 +125,15 @@ class EffectLedger:
         *,
         operation_id: str | None = None,
         correlation: Correlation | None = None,
+        stated_reason: str | None = None,
         **fields: Any,
     ) -> Proposal:
-        """Record what ``context`` proposes: arguments as a mapping, a model, or keywords."""
+        """Record what ``context`` proposes: arguments as a mapping, a model, or keywords.
+
+        ``stated_reason``: the reason the agent gave (untrusted text, at most 2,000 characters),
+        shown to reviewers as the agent's and kept in the proposal's event; never part of the
+        digest an approval binds to.
+        """
         name = action if isinstance(action, str) else action.name
         return proposing.propose(
             self.authority,
@@ -138,6 +144,7 @@ class EffectLedger:
             fields,
             operation_id=operation_id,
             correlation=correlation,
+            stated_reason=stated_reason,
         )
 
     def proposal(self, context: Context, proposal_id: str) -> Proposal:

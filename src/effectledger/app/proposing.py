@@ -29,6 +29,7 @@ def propose(
     *,
     operation_id: str | None,
     correlation: Correlation | None,
+    stated_reason: str | None = None,
 ) -> Proposal:
     """Record what ``context`` proposes: arguments as a mapping, a model, or keywords (one way).
 
@@ -47,6 +48,7 @@ def propose(
             fields if arguments is None else arguments,
             operation_id=operation_id,
             correlation=correlation,
+            stated_reason=stated_reason,
         )
         span.set(proposal_id=made.proposal_id, operation_id=made.operation_id)
         telemetry.correlation_attributes(span, made.correlation)

@@ -81,6 +81,7 @@ class Authority:
         *,
         operation_id: str | None = None,
         correlation: Correlation | Mapping[str, str] | None = None,
+        stated_reason: str | None = None,
     ) -> Proposal:
         """Record an immutable proposal of ``action_name`` with validated, normalized arguments.
 
@@ -99,6 +100,7 @@ class Authority:
             operation_id=operation_id,
             correlation=correlation,
             clock=self.ledger.clock,
+            stated_reason=stated_reason,
         )
         stored = write(
             self._store, functools.partial(propose_in, ledger=self.ledger, row=row), "propose"

@@ -23,6 +23,7 @@ from effectledger.model.states import EventType
 from effectledger.store import Store, Transaction
 
 __all__ = [
+    "MAX_STATED_REASON",
     "MAX_UNITS",
     "approval_consumed_by",
     "get_proposal",
@@ -32,6 +33,24 @@ __all__ = [
 ]
 
 MAX_UNITS = 2**53 - 1  # what every JSON reader holds exactly
+MAX_STATED_REASON = 2000
+"""The most characters of an agent's stated reason a proposal keeps."""
+
+
+def stated_reason_of(value: object) -> str | None:
+    """``value`` as an agent's stated reason: ``None``, or 1-2000 characters of text that is
+    not only whitespace, with no NUL and no lone surrogate (else :class:`InvalidInput`)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("stated_reason must be text that is not empty", field="stated_reason")
+    if len(value) > MAX_STATED_REASON:
+        raise InvalidInput(
+            f"stated_reason is longer than {MAX_STATED_REASON} characters", field="stated_reason"
+        )
+    if "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value):
+        raise InvalidInput("stated_reason holds a NUL or a lone surrogate", field="stated_reason")
+    return value
 
 
 def proposal_row(
@@ -42,8 +61,10 @@ def proposal_row(
     operation_id: str | None,
     correlation: Correlation | Mapping[str, str] | None,
     clock: Clock,
+    stated_reason: str | None = None,
 ) -> dict[str, Any]:
     """The proposal row to store, its digest computed; every input checked, nothing written."""
+    stated_reason = stated_reason_of(stated_reason)
     model = action.validate(arguments)
     normalized = model.model_dump(mode="json")
     arguments_bytes = canonical_bytes(normalized)  # refuses floats, oversize, surrogates
@@ -83,6 +104,7 @@ def proposal_row(
         "correlation_json": canonical_bytes(correlation_record.to_dict()).decode(),
         "digest": digest("proposal", body),
         "created_us": to_micros(now),
+        "stated_reason": stated_reason,
     }
 
 
@@ -113,9 +135,19 @@ def propose_in(tx: Transaction, ledger: Ledger, row: Mapping[str, Any]) -> Mappi
         actor=row["proposer_id"],
         event_type=EventType.PROPOSAL_RECORDED,
         evidence_reference=f"proposal/{row['proposal_id']}",
-        details={"proposal_id": row["proposal_id"], "digest": row["digest"], "units": row["units"]},
+        details=_recorded_details(row),
     )
     return row
+
+
+def _recorded_details(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``ProposalRecorded`` event's details: the proposal, its digest and units, and the
+    agent's stated reason when it gave one (so the trail key authenticates what a reviewer
+    was shown)."""
+    details = {"proposal_id": row["proposal_id"], "digest": row["digest"], "units": row["units"]}
+    if row.get("stated_reason") is not None:
+        details["stated_reason"] = row["stated_reason"]
+    return details
 
 
 def same_tool_call(existing: Mapping[str, Any], row: Mapping[str, Any]) -> bool:

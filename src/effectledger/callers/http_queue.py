@@ -57,6 +57,11 @@ class PendingBody(BaseModel):
         description="the action's declared summary of the arguments (money as money), exact; "
         "reveal hidden characters before showing it",
     )
+    stated_reason: str | None = Field(
+        default=None,
+        description="the reason the agent gave, untrusted and exact; show it as the agent's, "
+        "hidden characters revealed",
+    )
 
 
 class QueueBody(BaseModel):

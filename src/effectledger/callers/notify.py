@@ -121,7 +121,9 @@ def _link(desk_url: str, entry: PendingProposal) -> str:
 
 
 def _hidden(entry: PendingProposal) -> tuple[str, ...]:
-    return hidden_in([entry.proposal.target, entry.proposal.arguments, entry.summary or ""])
+    proposal = entry.proposal
+    said = [entry.summary or "", proposal.stated_reason or ""]
+    return hidden_in([proposal.target, proposal.arguments, *said])
 
 
 def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
@@ -141,6 +143,10 @@ def json_document(entry: PendingProposal, desk_url: str) -> dict[str, Any]:
         "target_shown": reveal(proposal.target).text,
         "summary": entry.summary,
         "summary_shown": None if entry.summary is None else reveal(entry.summary).text,
+        "stated_reason": proposal.stated_reason,
+        "stated_reason_shown": (
+            None if proposal.stated_reason is None else reveal(proposal.stated_reason).text
+        ),
         "hidden_characters": list(_hidden(entry)),
         "units": proposal.units,
         "pool": proposal.pool,
@@ -173,7 +179,14 @@ def chat_message(entry: PendingProposal, desk_url: str) -> dict[str, str]:
         f"{_code(proposal.tenant_id)}: {_escaped(entry.waits_for)}. Expires "
         f"{entry.expires_at.replace(microsecond=0).isoformat()}."
     )
+    if proposal.stated_reason is not None:  # the agent's words, never a link or a mention
+        text += f" The agent says: {_code(_clipped(proposal.stated_reason))}"
     return {"text": f"{text}{warning} Review it: <{_link(desk_url, entry)}>"}
+
+
+def _clipped(value: str, most: int = 200) -> str:
+    """``value``, cut to ``most`` characters with an ellipsis when longer."""
+    return value if len(value) <= most else value[: most - 1] + "\u2026"
 
 
 def _capacity(proposal: Any) -> str:

@@ -139,7 +139,9 @@ def _proposals(args: argparse.Namespace, out: Output) -> int:
         out.line(f"  proposer {proposal.proposer_id}; {proposal.units} units of {proposal.pool}")
         # Output.line reveals it once: each hidden character shows as \u27e8U+XXXX\u27e9.
         out.line(f"  arguments {json_to_reveal(proposal.arguments)}")
-        hidden = hidden_in([proposal.target, proposal.arguments])
+        if proposal.stated_reason is not None:  # the agent's words, unchecked
+            out.line(f"  the agent says: {proposal.stated_reason}")
+        hidden = hidden_in([proposal.target, proposal.arguments, proposal.stated_reason or ""])
         if hidden:
             out.line(f"  warning: holds hidden characters ({', '.join(hidden)}), shown as marks")
         out.line(f"  {entry.waits_for}")

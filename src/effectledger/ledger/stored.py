@@ -126,6 +126,16 @@ def result_from_row(row: Row) -> DispatchResult:
     )
 
 
+def _stated_reason(row: Row) -> str | None:
+    """The row's ``stated_reason``; ``None`` when empty or when the read did not select it (a
+    perform's ``proposal_replay``, which has no use for it)."""
+    try:
+        reason: str | None = row["stated_reason"]
+    except (KeyError, IndexError):
+        return None
+    return reason
+
+
 def proposal_from_row(row: Row, *, digest: str | None = None) -> Proposal:
     """A proposal row as a record, its digest recomputed and compared.
 
@@ -150,6 +160,7 @@ def proposal_from_row(row: Row, *, digest: str | None = None) -> Proposal:
         correlation=json.loads(row["correlation_json"]),
         digest=row["digest"] if digest is None else digest,
         created_at=from_micros(int(row["created_us"])),
+        stated_reason=_stated_reason(row),
     )
     # The stored digest says its encoding version (v2, or v1 for proposals made before it).
     if not digest_matches("proposal", proposal.digest_body(), proposal.digest):

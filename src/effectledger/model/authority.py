@@ -96,6 +96,9 @@ class Proposal:
     correlation: Mapping[str, str]
     digest: str
     created_at: datetime
+    stated_reason: str | None = None
+    """The reason the agent gave for the proposal: untrusted, model-written text, shown to a
+    reviewer as the agent's and never part of the digest."""
 
     def digest_body(self) -> dict[str, Any]:
         """The exact value whose digest binds approvals to this proposal."""

@@ -103,6 +103,7 @@ class PendingProposal:
             "approvals_remaining": self.approvals_remaining,
             "waits_for": self.waits_for,
             "summary": self.summary,
+            "stated_reason": proposal.stated_reason,
         }
 
 

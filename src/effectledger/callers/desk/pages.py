@@ -381,6 +381,7 @@ class _Desk:
                     review.proposal.correlation,
                     review.proposal.resource_version,
                     review.denial_reason or "",
+                    review.proposal.stated_reason or "",
                 ]
             ),
             expiry=expiry_phrase,

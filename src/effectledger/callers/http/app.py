@@ -191,6 +191,7 @@ def create_app(
             body.arguments,
             operation_id=body.operation_id,
             correlation=correlation,
+            stated_reason=body.stated_reason,
         )
         return JSONResponse(proposal_json(proposal), status_code=201)
 

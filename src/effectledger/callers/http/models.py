@@ -70,6 +70,17 @@ class ProposeRequest(BaseModel):
     arguments: dict[str, Any]
     operation_id: Identifier | None = None
     correlation: CorrelationBody | None = None
+    stated_reason: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=2000,
+            description="The reason the agent gave (untrusted text, shown to reviewers as the "
+            "agent's; never part of the digest).",
+            # The ledger's rule (not blank, no NUL, no lone surrogate), stated in the schema.
+            json_schema_extra={"pattern": REASON_PATTERN},
+        ),
+    ] = None
 
 
 class ApproveRequest(BaseModel):
@@ -144,6 +155,7 @@ class ProposalBody(BaseModel):
     created_at: str
     digest: str
     correlation: dict[str, str]
+    stated_reason: str | None
 
 
 class ApprovalBody(BaseModel):
@@ -264,6 +276,7 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         "created_at": proposal.created_at.isoformat(),
         "digest": proposal.digest,
         "correlation": dict(proposal.correlation),
+        "stated_reason": proposal.stated_reason,
     }
 
 

@@ -293,11 +293,13 @@ WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s
 INSERT INTO proposals (
     tenant_id, proposal_id, operation_id, proposer_id, action, contract_version, target,
     resource_version, arguments_json, units, pool, destination_account, destination_endpoint,
-    policy_version, expires_us, correlation_json, digest, created_us
+    policy_version, expires_us, correlation_json, digest, created_us,
+    stated_reason
 ) VALUES (
     %(tenant_id)s, %(proposal_id)s, %(operation_id)s, %(proposer_id)s, %(action)s, %(contract_version)s, %(target)s,
     %(resource_version)s, %(arguments_json)s, %(units)s, %(pool)s, %(destination_account)s,
-    %(destination_endpoint)s, %(policy_version)s, %(expires_us)s, %(correlation_json)s, %(digest)s, %(created_us)s
+    %(destination_endpoint)s, %(policy_version)s, %(expires_us)s, %(correlation_json)s, %(digest)s, %(created_us)s,
+    %(stated_reason)s
 );
 
 -- name: proposal_get

@@ -121,6 +121,7 @@ CREATE TABLE proposals (
     correlation_json TEXT    NOT NULL,
     digest           BYTEA   NOT NULL,
     created_us       BIGINT  NOT NULL,
+    stated_reason TEXT,
     PRIMARY KEY (tenant_id, proposal_id),
     UNIQUE (tenant_id, operation_id)
 );

@@ -266,11 +266,12 @@ WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND observation_id
 INSERT INTO proposals (
     tenant_id, proposal_id, operation_id, proposer_id, action, contract_version, target,
     resource_version, arguments_json, units, pool, destination_account, destination_endpoint,
-    policy_version, expires_us, correlation_json, digest, created_us
+    policy_version, expires_us, correlation_json, digest, created_us,
+    stated_reason
 ) VALUES (
     :tenant_id, :proposal_id, :operation_id, :proposer_id, :action, :contract_version, :target,
     :resource_version, :arguments_json, :units, :pool, :destination_account,
-    :destination_endpoint, :policy_version, :expires_us, :correlation_json, :digest, :created_us
+    :destination_endpoint, :policy_version, :expires_us, :correlation_json, :digest, :created_us, :stated_reason
 );
 
 -- name: proposal_get

@@ -112,6 +112,7 @@ CREATE TABLE proposals (
     correlation_json TEXT    NOT NULL,
     digest           DIGEST BLOB NOT NULL,
     created_us       INTEGER NOT NULL,
+    stated_reason TEXT,
     PRIMARY KEY (tenant_id, proposal_id),
     UNIQUE (tenant_id, operation_id)
 ) WITHOUT ROWID;
