@@ -11,7 +11,9 @@ refused with a page saying why and no session.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import html
 import json
 import re
 import shutil
@@ -73,7 +75,9 @@ def _node() -> str:
 
 
 @contextmanager
-def provider(redirect_uris: list[str], *, id_token_ttl: int = 3600) -> Iterator[str]:
+def provider(
+    redirect_uris: list[str], *, id_token_ttl: int = 3600, logged_out: list[str] | None = None
+) -> Iterator[str]:
     """The OpenID provider on a free port of 127.0.0.1, with the desk (and another application)
     as clients; yields its issuer URL."""
     node = _node()
@@ -83,6 +87,7 @@ def provider(redirect_uris: list[str], *, id_token_ttl: int = 3600) -> Iterator[
                 "client_id": client_id,
                 "client_secret": SECRET,
                 "redirect_uris": redirect_uris,
+                "post_logout_redirect_uris": logged_out or [],
                 "grant_types": ["authorization_code"],
                 "response_types": ["code"],
                 "token_endpoint_auth_method": "client_secret_basic",
@@ -131,10 +136,13 @@ def settings(issuer: str, client_id: str = "desk", **options: Any) -> SsoSetting
     )
 
 
-def through_provider(start: str, account: str, desk: str) -> str:
+def through_provider(
+    start: str, account: str, desk: str, browser: httpx.Client | None = None
+) -> str:
     """Sign ``account`` in at the provider from the authorization URL ``start`` (its login,
-    then its consent page); the URL the provider sends the browser back to."""
-    with httpx.Client(timeout=30) as browser:
+    then its consent page, in ``browser`` or a fresh one); the URL the provider sends the
+    browser back to."""
+    with contextlib.nullcontext(browser) if browser else httpx.Client(timeout=30) as browser:
         url = start
         for _ in range(16):
             if url.startswith(desk):
@@ -185,7 +193,11 @@ def desk_with_sso(
         keys = ApiKeys(world.ledger.store)
         sessions = Sessions(keys)
         callback = f"http://127.0.0.1:{port}/desk/sso/callback"
-        with provider([callback], id_token_ttl=options.pop("id_token_ttl", 3600)) as issuer:
+        with provider(
+            [callback],
+            id_token_ttl=options.pop("id_token_ttl", 3600),
+            logged_out=[f"http://127.0.0.1:{port}/desk/login"],
+        ) as issuer:
             shown = issuer.replace("127.0.0.1", "localhost") if as_localhost else issuer
             configured = settings(shown, **options)
             login = OpenIdLogin(configured) if now is None else OpenIdLogin(configured, now=now)
@@ -480,3 +492,62 @@ def test_a_role_map_turns_provider_groups_into_ledger_roles(tmp_path: Path) -> N
     )
     assert made is not None
     assert made.role_map == {"Refund Approvers": "approver"}
+
+
+def test_signing_out_ends_the_providers_session_too(store_url: str, tmp_path: Path) -> None:
+    """rita signs out of the desk: her session is gone at once, the desk sends her browser to
+    the provider's end-session endpoint with her ID token as the hint, the provider ends its
+    session and sends her back to the desk's login; a new sign-in then asks her to log in at
+    the provider again (before, the provider's session let her through without a login)."""
+    with desk_with_sso(store_url, tmp_path) as desk, httpx.Client(timeout=30) as browser:
+
+        def prompts() -> list[str]:
+            """The provider's prompts a sign-in in ``browser`` meets, and signs in."""
+            seen: list[str] = []
+            url = browser.get(f"{desk.base}/desk/sso").headers["location"]
+            for _ in range(16):
+                if url.startswith(desk.base):
+                    assert browser.get(url).status_code == 200
+                    return seen
+                page = browser.get(url)
+                if page.status_code in (302, 303):
+                    url = urljoin(url, page.headers["location"])
+                    continue
+                prompt = re.search(r'name="prompt" value="(\w+)"', page.text)
+                action = re.search(r'<form[^>]*action="([^"]+)"', page.text)
+                assert prompt is not None, page.text
+                assert action is not None, page.text
+                seen.append(prompt.group(1))
+                fields = {"prompt": prompt.group(1), "login": "rita", "password": "any"}
+                url = urljoin(url, browser.post(urljoin(url, action.group(1)), data=fields)
+                              .headers["location"])  # fmt: skip
+            raise AssertionError("the provider never sent the browser back")
+
+        assert "login" in prompts()
+        assert "login" not in prompts()  # the provider's session stands: no login asked
+        queue = browser.get(f"{desk.base}/desk/")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', queue.text)
+        assert csrf is not None
+        assert desk.sessions.count() == 2
+        out = browser.post(f"{desk.base}/desk/logout", data={"csrf": csrf.group(1)})
+        assert out.status_code == 200, out.text
+        assert desk.sessions.count() == 1  # this browser's latest session, ended at once
+        found = re.search(r'http-equiv="refresh" content="0;url=([^"]+)"', out.text)
+        assert found is not None
+        end = html.unescape(found.group(1))
+        assert end.startswith(f"{desk.issuer}/session/end?")
+        query = parse_qs(urlsplit(end).query)
+        assert query["post_logout_redirect_uri"] == [f"{desk.base}/desk/login"]
+        assert query["id_token_hint"][0].count(".") == 2  # a JWT, in the URL only
+        confirm = browser.get(end)
+        assert confirm.status_code == 200, confirm.text
+        action = re.search(r'<form[^>]*action="([^"]+)"', confirm.text)
+        xsrf = re.search(r'name="xsrf" value="([^"]+)"', confirm.text)
+        assert action is not None
+        assert xsrf is not None
+        done = browser.post(
+            urljoin(end, action.group(1)), data={"xsrf": xsrf.group(1), "logout": "yes"}
+        )
+        assert done.status_code in (302, 303), done.text
+        assert done.headers["location"].startswith(f"{desk.base}/desk/login")
+        assert "login" in prompts()  # the provider forgot her: it asks again

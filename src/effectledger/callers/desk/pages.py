@@ -277,14 +277,14 @@ class _Desk:
             error = f"the identity provider refused the sign-in ({query['error']})"
             return self._login_page(request, f"{error} [not_authenticated]", 401)
         try:
-            context = await run_in_threadpool(
-                lambda: sso.finish(
+            context, id_token = await run_in_threadpool(
+                lambda: sso.finish_login(
                     state=query.get("state", ""),
                     cookie_state=request.cookies.get(SSO_COOKIE),
                     code=query.get("code"),
                 )
             )
-            session_id, _ = self.sessions.open(context, sso.subject_key(context))
+            session_id, _ = self.sessions.open(context, sso.subject_key(context), id_token=id_token)
         except EffectLedgerError as exc:
             response = self._login_page(request, f"{exc.message} [{exc.code}]", exc.status)
             response.delete_cookie(SSO_COOKIE, path=DESK_PATH)
@@ -305,6 +305,17 @@ class _Desk:
                 return self.failed(request, session, exc)
             self.sessions.logout(request.cookies.get(SESSION_COOKIE))
         response = self.redirect(request, "/login")
+        if session is not None and session.id_token is not None and self.sso is not None:
+            # Signed in at the provider: end its session too, then come back to the login.
+            root = str(request.scope.get("root_path", ""))
+            after = f"{request.url.scheme}://{request.url.netloc}{root}/login"
+            sso = self.sso
+            token = session.id_token
+            url = await run_in_threadpool(lambda: sso.logout_url(token, after))
+            if url is not None:
+                # A page that moves on by itself, not a redirect: the form's CSP (form-action
+                # 'self') would stop a browser following a redirect to another origin.
+                response = self.render(request, "signed_out.html", provider_logout=url)
         response.delete_cookie(SESSION_COOKIE, path=DESK_PATH)
         return response
 

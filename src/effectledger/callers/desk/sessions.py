@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import secrets
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from effectledger.app.keys import ApiKeys
@@ -43,6 +43,9 @@ class Session:
     context: Context
     csrf: str
     expires_at: datetime
+    id_token: str | None = field(default=None, repr=False)
+    """A signed-in person's ID token, the hint their provider's logout asks for (kept in this
+    process's memory only, never stored or shown)."""
 
     def csrf_matches(self, presented: str | None) -> bool:
         """True when ``presented`` is this session's CSRF token (compared in constant time)."""
@@ -71,15 +74,19 @@ class Sessions:
         # elk_<key id>_<secret>: authenticate checked the shape
         return self.open(context, token[4:20])
 
-    def open(self, context: Context, key_id: str) -> tuple[str, Session]:
+    def open(
+        self, context: Context, key_id: str, *, id_token: str | None = None
+    ) -> tuple[str, Session]:
         """A new session for ``context``, counted against ``key_id``'s share: an API key's id,
-        or a signed-in person's ``sso:`` key (which no key revocation ends)."""
+        or a signed-in person's ``sso:`` key (which no key revocation ends) with the
+        ``id_token`` their provider issued."""
         session_id = secrets.token_urlsafe(32)
         session = Session(
             key_id=key_id,
             context=context,
             csrf=secrets.token_urlsafe(32),
             expires_at=self.clock.now() + SESSION_LIFETIME,
+            id_token=id_token,
         )
         with self._lock:
             full = len(self._live) >= MAX_SESSIONS

@@ -162,6 +162,12 @@ class OpenIdLogin:
     def finish(self, *, state: str, cookie_state: str | None, code: str | None) -> Context:
         """The person the provider vouched for, as a ledger context; ``NotAuthenticated`` with
         a stable reason for anything else (nothing is kept of a refused login)."""
+        return self.finish_login(state=state, cookie_state=cookie_state, code=code)[0]
+
+    def finish_login(
+        self, *, state: str, cookie_state: str | None, code: str | None
+    ) -> tuple[Context, str]:
+        """:meth:`finish`, with the checked ID token (the hint a later logout gives)."""
         if not cookie_state or not secrets.compare_digest(state, cookie_state):
             raise _refused(
                 "this sign-in did not start in this browser: start it again from the desk",
@@ -176,8 +182,30 @@ class OpenIdLogin:
             )
         if not code:
             raise _refused("the identity provider sent no code back", "sso_no_code")
-        claims = self._claims(self._exchange(code, pending), pending)
-        return self._context(claims)
+        id_token = self._exchange(code, pending)
+        return self._context(self._claims(id_token, pending)), id_token
+
+    def logout_url(self, id_token: str, after: str) -> str | None:
+        """Where to send a signed-in person so the provider ends its own session too (OpenID
+        Connect RP-initiated logout), coming back to ``after``; ``None`` when the provider
+        publishes no ``end_session_endpoint`` (or does not answer): the desk's own logout
+        then stands alone."""
+        from urllib.parse import urlencode
+
+        try:
+            endpoint = self.metadata().get("end_session_endpoint")
+        except NotAuthenticated:
+            return None
+        if not isinstance(endpoint, str) or urlsplit(endpoint).scheme not in ("https", "http"):
+            return None
+        query = urlencode(
+            {
+                "id_token_hint": id_token,
+                "post_logout_redirect_uri": after,
+                "client_id": self.settings.client_id,
+            }
+        )
+        return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
 
     def _exchange(self, code: str, pending: _Pending) -> str:
         from authlib.integrations.base_client import OAuthError
