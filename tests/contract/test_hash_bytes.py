@@ -49,6 +49,8 @@ def _every_row(store: Store) -> Rows:
         tables = access(tx)
         found: Rows = {}
         for table, order in TABLES:
+            if table in LATER_TABLES:
+                continue
             columns = [name for name in tables.columns(table) if name != RENUMBERED.get(table)]
             selected = list(order) + [name for name in columns if name not in order]
             found[table] = (selected, tables.page(table, selected, order, None, 1_000_000))
@@ -130,8 +132,11 @@ def _writer(url: str) -> Iterator[Callable[[str, Sequence[str], list[tuple[Any, 
         yield postgres_insert
 
 
-LATER = {"log_entries": ("operation_id", "sequence")}
-"""Columns a later migration added (16: the position each entry sealed, filled in from events)."""
+LATER = {"log_entries": ("operation_id", "sequence"), "proposals": ("stated_reason",)}
+"""Columns a later migration added (16: the position each entry sealed, filled in from events;
+18: the agent's stated reason)."""
+LATER_TABLES = frozenset({"operation_traces"})
+"""Tables a later migration added (17: admission traces, telemetry, not compared here)."""
 
 
 def _write_as_text(url: str, rows: Rows, edit: Callable[[str, dict[str, Any]], None]) -> None:
@@ -240,3 +245,37 @@ def test_hash_text_the_ledger_did_not_write_survives_migration_15(
 def test_hash_columns_are_named_alike_in_every_table() -> None:
     """Every hash column the migration converts is one the stores read back as a string."""
     assert {column for columns in HASHED.values() for column in columns} <= HASH_COLUMNS
+
+
+def test_the_sqlite_rebuild_reports_rows_copied_and_the_time_left(
+    history: Store,
+    backend: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Upgrading a migration-14 SQLite ledger says, after each table migration 15 rebuilds, how
+    many rows it copied (each table's own count), how many of the whole rebuild are done and
+    about how long the rest takes, ending with every row copied."""
+    import logging
+
+    if backend != "sqlite":
+        pytest.skip("migration 15 rebuilds tables on SQLite only")
+    rows = _every_row(history)
+    old = tmp_path / "old"
+    old.mkdir()
+    url = make_store_url(backend, old)
+    _at_migration_14(url, monkeypatch)
+    _write_as_text(url, rows, lambda table, values: None)
+    with caplog.at_level(logging.WARNING, logger="effectledger.store"):
+        open_store(url).close()
+    said = [r.getMessage() for r in caplog.records if r.name == "effectledger.store"]
+    copies = [line for line in said if line.startswith("migration 0015: copied")]
+    copied = {line.split(" rows into ")[1].split(" ")[0]: line for line in copies}
+    rebuilt = ("operations", "audit_events", "proposals", "approvals", "log_entries")
+    total = sum(len(rows[table][1]) for table in rebuilt)
+    for table in rebuilt:
+        count = len(rows[table][1])
+        assert copied[table].startswith(f"migration 0015: copied {count:,} rows into {table} in ")
+    assert copies[-1].endswith(f"; {total:,} of {total:,} rows, about 0 s left")
+    assert said[0].startswith("applying schema migration 0015 (hash_bytes)")

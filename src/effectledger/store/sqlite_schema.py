@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -42,10 +43,12 @@ def apply_migrations(connection: sqlite3.Connection, own: Mapping[str, str]) -> 
         try:
             done = connection.execute(own["migration_done"], {"version": version}).fetchone()
             if done is None:
-                if existing:  # an upgrade: say so, it may take a while
+                if existing:  # an upgrade: say so, and how far it got, it may take a while
                     announce_migration(_log, version, name)
-                for statement in statements(sql):
-                    connection.execute(statement)
+                    _run_reporting(connection, version, sql)
+                else:
+                    for statement in statements(sql):
+                        connection.execute(statement)
                 connection.execute(
                     own["migration_record"],
                     {"version": version, "name": name, "applied_us": time.time_ns() // 1000},
@@ -56,6 +59,52 @@ def apply_migrations(connection: sqlite3.Connection, own: Mapping[str, str]) -> 
             connection.execute(own["rollback"])
             raise
     return applied
+
+
+_COPY = re.compile(r"\s*INSERT\s+INTO\s+(?:main\.)?(\w+)\b[^;]*?\bSELECT\b", re.I | re.S)
+"""A statement that copies rows into a table (a rebuild's copy, or a table filled from another)."""
+
+
+def _run_reporting(connection: sqlite3.Connection, version: int, sql: str) -> None:
+    """Run one migration's statements on an existing ledger, saying after each copy how many
+    rows it moved, how long it took, and (for a table that held rows before, as a rebuild's
+    does) how many rows of the whole migration are copied and about how long the rest takes."""
+    script = list(statements(sql))
+    targets = [found.group(1) for s in script if (found := _COPY.match(s))]
+    expected = {table: _rows(connection, table) for table in dict.fromkeys(targets)}
+    total = sum(rows or 0 for rows in expected.values())
+    copied = 0
+    began = time.monotonic()
+    for statement in script:
+        found = _COPY.match(statement)
+        started = time.monotonic()
+        cursor = connection.execute(statement)
+        if found is None:
+            continue
+        table, rows = found.group(1), max(cursor.rowcount, 0)
+        took = time.monotonic() - started
+        if expected.get(table):
+            copied += rows
+        elapsed = time.monotonic() - began
+        left = (total - copied) * elapsed / copied if copied and total > copied else 0.0
+        whole = f"; {copied:,} of {total:,} rows, about {left:.0f} s left" if total else ""
+        _log.warning(
+            "migration %04d: copied %s rows into %s in %.1f s%s",
+            version,
+            f"{rows:,}",
+            table,
+            took,
+            whole,
+        )
+
+
+def _rows(connection: sqlite3.Connection, table: str) -> int | None:
+    """How many rows ``table`` holds, or ``None`` when it does not exist yet."""
+    try:
+        row = connection.execute(f'SELECT count(*) FROM main."{table}"').fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return int(row[0])
 
 
 def check_existing(path: Path, schema_version: Callable[[], Any]) -> None:
