@@ -83,7 +83,10 @@ class HostRun:
     """The run context of a host: its identity and grants, live objects a saved state lacks.
 
     It is not a mapping, so the SDK does not serialize it into a saved ``RunState``; a state
-    resumed without ``context_override`` has no ``HostRun`` and its calls are refused.
+    resumed without ``context_override`` has no ``HostRun`` and its calls are refused. An
+    application with a run context of its own passes that instead (the tool reads the
+    identity from it, and :meth:`LedgerTool.resume` or :meth:`LedgerTool.granted` supplies the
+    grants).
     """
 
     __slots__ = ("context", "grants", "scope")
