@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
+from effectledger import EffectLedgerError
 from effectledger.callers.frameworks.gate import Grant
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows
-from tests.frameworks.drivers import DRIVERS, FRAMEWORKS, PydanticAIDriver, tool_json
+from tests.frameworks.drivers import DRIVERS, FRAMEWORKS, Answered, PydanticAIDriver, tool_json
 
 TRACE_STEPS = frozenset({"request", "tenant", "reservation", "dispatch", "reconciliation"})
 """The steps of the domain trace ``EffectLedger.perform`` and ``reconcile`` report."""
@@ -77,6 +78,27 @@ def test_invalid_arguments_are_invalid_input(world: World, framework: str, field
     assert count_rows(world.store_url, "audit_events") == events
     assert count_rows(world.store_url, "operations") == 0
     assert world.receiver.counts().effects == 0
+
+
+@pytest.mark.parametrize("field", INVALID)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_model_smuggling_a_field_is_invalid_input(world: World, framework: str, field: str) -> None:
+    """A model's call with a field the action does not take, or a value of the wrong type, is
+    ``invalid_input`` naming that field when it is proposed; no proposal is written."""
+    arguments = dict(REFUND_30)
+    INVALID[field](arguments)
+    driver = DRIVERS[framework](world.app)
+    try:
+        driver.propose(AGENT, driver.pause(AGENT, arguments, "call-1"))
+    except Answered as answered:  # Pydantic AI's tool proposes at the pause and answers
+        error = answered.answer["error"]
+    except EffectLedgerError as exc:  # the others' host proposes the paused call
+        error = exc.to_dict()
+    else:
+        pytest.fail("the smuggled call was proposed")
+    assert (error["code"], error["details"]["field"]) == ("invalid_input", field)
+    assert count_rows(world.store_url, "proposals") == 0
+    assert count_rows(world.store_url, "audit_events") == 0
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -207,11 +207,14 @@ class LedgerGate:
     ) -> Proposal:
         """Propose the tool call as ``context``; the same call again returns the same proposal.
 
-        Different arguments under the same tool-call id are refused (``operation_id_taken``).
+        Arguments the action does not take are :class:`InvalidInput` naming the field, as at
+        execution; different arguments under the same tool-call id are refused
+        (``operation_id_taken``). Neither writes anything.
         """
         context = require_context(context, f"{self.framework} propose")
         if not isinstance(tool_call_id, str) or not tool_call_id:
             raise InvalidInput("a tool call needs its id", field="tool_call_id")
+        self.validated(arguments)
         return self.ledger.propose(
             context,
             self.action.name,
