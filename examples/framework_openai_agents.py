@@ -8,7 +8,9 @@ the current folder)::
 A scripted model asks for a refund; the SDK interrupts the run for approval; the host proposes
 the call and the reviewer approves it; resuming the saved ``RunState`` (always with the host's
 ``context_override``) performs it once, resuming the same saved state again replays, and a
-saved state whose arguments and fingerprint were edited is refused.
+saved state whose arguments and fingerprint were edited is refused. The run context is the
+application's own object; the tool reads the ledger's identity from its ``ledger_context``,
+and the saved state keeps only the application's data, never the identity.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from dataclasses import dataclass
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # the example stays offline
 
@@ -23,9 +26,18 @@ from _refund_desk import AGENT, REFUND, RITA, open_desk
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from effectledger import Context
 from effectledger.callers.frameworks.openai_agents import ledger_tool
 
 CONVERSATION = "support-chat-1001"
+
+
+@dataclass(frozen=True)
+class Support:
+    """The application's run context: its own data, and the ledger's identity of the run."""
+
+    customer: str
+    ledger_context: Context
 
 
 async def main() -> None:
@@ -38,16 +50,18 @@ async def main() -> None:
         return Agent(name="refunds", model=ScriptedModel(script), tools=[tool.tool])
 
     asked = agent([function_call("refund_order", REFUND, call_id="call-1")])
-    paused = await Runner.run(asked, "Refund order 1001.", context=tool.host(AGENT))
+    support = Support(customer="cust-1001", ledger_context=AGENT)
+    paused = await Runner.run(asked, "Refund order 1001.", context=support)
     # the conversation the calls belong to: the SDK keeps none the tool could read
-    proposals = tool.propose_interruptions(AGENT, paused, scope=CONVERSATION)
+    proposals = tool.propose_interruptions(support, paused, scope=CONVERSATION)
     for proposal in proposals.values():
         ledger.approve(RITA, proposal)
-    saved = paused.to_state().to_string()  # kept server-side
+    # kept server-side; the application's data only: the identity comes from the host on resume
+    saved = paused.to_state().to_string(context_serializer=lambda run: {"customer": run.customer})
     print("paused:", [item.tool_name for item in paused.interruptions])
 
     async def resume(state: str) -> str:
-        run = await tool.resume(agent(), state, AGENT, proposals, scope=CONVERSATION)
+        run = await tool.resume(agent(), state, support, proposals, scope=CONVERSATION)
         outputs = [item.output for item in run.new_items if item.type == "tool_call_output_item"]
         answer = json.loads(outputs[0])
         return f"{answer['outcome']} {answer['reason'] or answer['state']}"

@@ -6,12 +6,15 @@ Run it from anywhere (it writes its two SQLite files in the current folder)::
 
 A scripted model asks for a refund; the tool proposes it and Pydantic AI pauses with its
 ``DeferredToolRequests``; the reviewer approves the ledger's proposal; resuming performs it
-once, resuming the same saved history again replays, and an edited history is refused.
+once, resuming the same saved history again replays, and an edited history is refused. The
+``deps`` are the application's own object; the tool reads the ledger's identity from its
+``ledger_context`` on the call and again on every resume.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from _refund_desk import AGENT, REFUND, RITA, open_desk
 from pydantic_ai import Agent, DeferredToolRequests
@@ -28,6 +31,14 @@ from effectledger import Context
 from effectledger.callers.frameworks.pydantic_ai import approved, ledger_tool
 
 
+@dataclass(frozen=True)
+class SupportDeps:
+    """The application's dependencies: its own data, and the ledger's identity of the run."""
+
+    customer: str
+    ledger_context: Context
+
+
 def model(messages: list, info: AgentInfo) -> ModelResponse:
     """The scripted model: ask for the refund, then say done."""
     if any(isinstance(part, ToolReturnPart) for part in messages[-1].parts):
@@ -41,10 +52,11 @@ def main() -> None:
     agent = Agent(
         FunctionModel(model),
         output_type=[str, DeferredToolRequests],
-        deps_type=Context,
+        deps_type=SupportDeps,
         tools=[ledger_tool(ledger, refund)],
     )
-    paused = agent.run_sync("Refund order 1001, it arrived broken.", deps=AGENT)
+    deps = SupportDeps(customer="cust-1001", ledger_context=AGENT)
+    paused = agent.run_sync("Refund order 1001, it arrived broken.", deps=deps)
     requests = paused.output
     assert isinstance(requests, DeferredToolRequests)
     grant = requests.metadata["call-1"]
@@ -56,7 +68,7 @@ def main() -> None:
         run = agent.run_sync(
             message_history=ModelMessagesTypeAdapter.validate_json(history),
             deferred_tool_results=approved(requests),
-            deps=AGENT,  # the identity comes from the host on every resume
+            deps=deps,  # the identity comes from the host on every resume
         )
         parts = [p for m in run.new_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
         answer = json.loads(parts[0].content)

@@ -4,14 +4,18 @@ Each driver runs the framework's own agent loop offline (its scripted or test mo
 state a host would store at the pause (a MAF session, an OpenAI Agents ``RunState`` string, a
 LangGraph checkpoint, a Pydantic AI message history) and resumes it as a host would, with the
 identity and grant the test gives. ``edited`` returns the saved state with the refund's amount
-changed wherever the framework keeps it, its own integrity data included.
+changed wherever the framework keeps it, its own integrity data included; ``edit`` applies any
+change to the refund's arguments there (a smuggled field, a value of the wrong type).
+
+The identity a driver is given is the ledger's ``Context`` or an application's own context
+object; a driver built with ``context_of=`` hands that reader to its adapter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +24,12 @@ from effectledger.callers.frameworks.gate import Grant
 
 JSON = dict[str, Any]
 ACTION = "refund_order"
+Edit = Callable[[dict[str, Any]], None]
+"""A change to a refund's arguments, made in place."""
+
+
+def _adapter_options(context_of: Any) -> dict[str, Any]:
+    return {} if context_of is None else {"context_of": context_of}
 
 
 class Answered(Exception):
@@ -46,13 +56,15 @@ class Driver(Protocol):
 
     name: str
 
-    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused: ...
+    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused: ...
 
     def propose(self, context: Context, paused: Paused) -> Proposal: ...
 
-    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON: ...
+    def resume(self, paused: Paused, context: Any, grant: Grant | None) -> JSON: ...
 
     def edited(self, paused: Paused, amount: int) -> Paused: ...
+
+    def edit(self, paused: Paused, change: Edit) -> Paused: ...
 
 
 def tool_json(text: str) -> JSON:
@@ -69,10 +81,10 @@ class MAFDriver:
 
     name = "maf"
 
-    def __init__(self, app: EffectLedger) -> None:
+    def __init__(self, app: EffectLedger, context_of: Any = None) -> None:
         from effectledger.callers.frameworks.maf import ledger_tool
 
-        self.adapter = ledger_tool(app, ACTION)
+        self.adapter = ledger_tool(app, ACTION, **_adapter_options(context_of))
 
     def _agent(self, arguments: Mapping[str, Any], call_id: str) -> Any:
         from agent_framework import (
@@ -106,7 +118,7 @@ class MAFDriver:
             middleware=[self.adapter.middleware],
         )
 
-    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused:
         agent = self._agent(arguments, call_id)
         session = agent.create_session()
         response = asyncio.run(agent.run("refund", session=session))
@@ -117,7 +129,7 @@ class MAFDriver:
     def propose(self, context: Context, paused: Paused) -> Proposal:
         return self.adapter.propose_request(context, paused.handle, session=paused.scope)
 
-    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+    def resume(self, paused: Paused, context: Any, grant: Grant | None) -> JSON:
         from agent_framework import AgentSession, Message
 
         agent = self._agent({}, paused.call_id)
@@ -135,8 +147,11 @@ class MAFDriver:
         return tool_json(result.result)
 
     def edited(self, paused: Paused, amount: int) -> Paused:
+        return self.edit(paused, _amount(amount))
+
+    def edit(self, paused: Paused, change: Edit) -> Paused:
         state = json.loads(paused.saved)
-        _replace_amount(state, amount)
+        _edit_arguments(state, change)
         return Paused(json.dumps(state), paused.call_id, paused.handle, paused.scope)
 
 
@@ -148,10 +163,10 @@ class OpenAIAgentsDriver:
 
     name = "openai_agents"
 
-    def __init__(self, app: EffectLedger) -> None:
+    def __init__(self, app: EffectLedger, context_of: Any = None) -> None:
         from effectledger.callers.frameworks.openai_agents import ledger_tool
 
-        self.adapter = ledger_tool(app, ACTION)
+        self.adapter = ledger_tool(app, ACTION, **_adapter_options(context_of))
         self.conversations = 0
 
     def _agent(self, arguments: Mapping[str, Any] | None, call_id: str) -> Any:
@@ -163,11 +178,13 @@ class OpenAIAgentsDriver:
             turns = [[function_call(ACTION, dict(arguments), call_id=call_id)], *turns]
         return Agent(name="refunds", model=ScriptedModel(turns), tools=[self.adapter.tool])
 
-    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused:
         from agents import Runner
 
         agent = self._agent(arguments, call_id)
-        result = asyncio.run(Runner.run(agent, "refund", context=self.adapter.host(context)))
+        # a bare Context runs as the adapter's HostRun; an application's context as itself
+        run_context = self.adapter.host(context) if isinstance(context, Context) else context
+        result = asyncio.run(Runner.run(agent, "refund", context=run_context))
         (item,) = result.interruptions
         self.conversations += 1
         scope = f"conversation-{self.conversations}"
@@ -176,7 +193,7 @@ class OpenAIAgentsDriver:
     def propose(self, context: Context, paused: Paused) -> Proposal:
         return self.adapter.propose_item(context, paused.handle, scope=paused.scope)
 
-    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+    def resume(self, paused: Paused, context: Any, grant: Grant | None) -> JSON:
         from agents import Runner, RunState
 
         agent = self._agent(None, paused.call_id)
@@ -194,8 +211,11 @@ class OpenAIAgentsDriver:
         return tool_json(output)
 
     def edited(self, paused: Paused, amount: int) -> Paused:
+        return self.edit(paused, _amount(amount))
+
+    def edit(self, paused: Paused, change: Edit) -> Paused:
         state = json.loads(paused.saved)
-        _replace_amount(state, amount)
+        _edit_arguments(state, change)
         # the SDK's fingerprint is an unkeyed hash of public fields: an editor drops it
         state["context"]["tool_invocations"] = {}
         return Paused(json.dumps(state), paused.call_id, paused.handle, paused.scope)
@@ -209,12 +229,12 @@ class LangGraphDriver:
 
     name = "langgraph"
 
-    def __init__(self, app: EffectLedger) -> None:
+    def __init__(self, app: EffectLedger, context_of: Any = None) -> None:
         from langgraph.checkpoint.memory import InMemorySaver
 
         from effectledger.callers.frameworks.langgraph import ledger_middleware
 
-        self.adapter = ledger_middleware(app, ACTION)
+        self.adapter = ledger_middleware(app, ACTION, **_adapter_options(context_of))
         self.saver = InMemorySaver()
         self.threads = 0
 
@@ -237,7 +257,7 @@ class LangGraphDriver:
             middleware=[self.adapter.middleware],
         )
 
-    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused:
         self.threads += 1
         config = {"configurable": {"thread_id": f"thread-{self.threads}"}}
         agent = self._agent(arguments, call_id)
@@ -253,7 +273,7 @@ class LangGraphDriver:
     def propose(self, context: Context, paused: Paused) -> Proposal:
         return self.adapter.propose(context, paused.handle)
 
-    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+    def resume(self, paused: Paused, context: Any, grant: Grant | None) -> JSON:
         from langgraph.types import Command
 
         agent = self._agent(None, paused.call_id)
@@ -267,17 +287,20 @@ class LangGraphDriver:
         return tool_json(message.content)
 
     def edited(self, paused: Paused, amount: int) -> Paused:
+        return self.edit(paused, _amount(amount))
+
+    def edit(self, paused: Paused, change: Edit) -> Paused:
         """The checkpoint store edited in place: channel blobs and pending writes (Send packets)."""
         saver = self.saver
         for key, (kind, blob) in list(saver.blobs.items()):
             if kind != "empty":
                 value = saver.serde.loads_typed((kind, blob))
-                if _replace_amount(value, amount):
+                if _edit_arguments(value, change):
                     saver.blobs[key] = saver.serde.dumps_typed(value)
         for inner in saver.writes.values():
             for k, (task_id, channel, typed, path) in list(inner.items()):
                 value = saver.serde.loads_typed(typed)
-                if _replace_amount(value, amount):
+                if _edit_arguments(value, change):
                     inner[k] = (task_id, channel, saver.serde.dumps_typed(value), path)
         return paused
 
@@ -290,10 +313,10 @@ class PydanticAIDriver:
 
     name = "pydantic_ai"
 
-    def __init__(self, app: EffectLedger) -> None:
+    def __init__(self, app: EffectLedger, context_of: Any = None) -> None:
         from effectledger.callers.frameworks.pydantic_ai import ledger_tool
 
-        self.tool = ledger_tool(app, ACTION)
+        self.tool = ledger_tool(app, ACTION, **_adapter_options(context_of))
         self.proposals: dict[str, Proposal] = {}
         self.app = app
 
@@ -312,11 +335,11 @@ class PydanticAIDriver:
         return Agent(
             FunctionModel(model),
             output_type=[str, DeferredToolRequests],  # type: ignore[arg-type]
-            deps_type=Context,
+            deps_type=object,  # a Context, or an application's own deps carrying one
             tools=[self.tool],
         )
 
-    def pause(self, context: Context, arguments: Mapping[str, Any], call_id: str) -> Paused:
+    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused:
         from pydantic_ai import DeferredToolRequests
         from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
 
@@ -336,7 +359,7 @@ class PydanticAIDriver:
         grant = paused.handle.metadata[paused.call_id]
         return self.app.proposal(context, grant["proposal_id"])
 
-    def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
+    def resume(self, paused: Paused, context: Any, grant: Grant | None) -> JSON:
         from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
 
         from effectledger.callers.frameworks.pydantic_ai import approved
@@ -354,8 +377,11 @@ class PydanticAIDriver:
         return tool_json(part.content)
 
     def edited(self, paused: Paused, amount: int) -> Paused:
+        return self.edit(paused, _amount(amount))
+
+    def edit(self, paused: Paused, change: Edit) -> Paused:
         history = json.loads(paused.saved)
-        _replace_amount(history, amount)
+        _edit_arguments(history, change)
         return Paused(json.dumps(history).encode(), paused.call_id, paused.handle, paused.scope)
 
 
@@ -366,34 +392,44 @@ DRIVERS = {
 FRAMEWORKS = tuple(DRIVERS)
 
 
-def _replace_amount(value: Any, amount: int, seen: dict[int, Any] | None = None) -> bool:
-    """Set every ``amount_minor`` to ``amount`` wherever it sits, in JSON text too."""
+def _amount(amount: int) -> Edit:
+    """The edit that sets the refund's amount."""
+
+    def change(arguments: dict[str, Any]) -> None:
+        arguments["amount_minor"] = amount
+
+    return change
+
+
+def _edit_arguments(value: Any, change: Edit, seen: dict[int, Any] | None = None) -> bool:
+    """Apply ``change`` to every refund's arguments (a dict with ``order_id`` and
+    ``amount_minor``) wherever they sit, in JSON text too."""
     seen = {} if seen is None else seen
     if id(value) in seen:
         return False
     seen[id(value)] = value  # held, so that no id is reused while the walk lasts
     hit = False
     if isinstance(value, dict):
+        if "amount_minor" in value and "order_id" in value:
+            change(value)
+            return True
         for key, item in list(value.items()):
-            if key == "amount_minor" and isinstance(item, int):
-                value[key] = amount
-                hit = True
-            elif isinstance(item, str) and '"amount_minor"' in item:
+            if isinstance(item, str) and '"amount_minor"' in item:
                 try:
                     inner = json.loads(item)
                 except ValueError:
                     continue
-                if _replace_amount(inner, amount, seen):
+                if _edit_arguments(inner, change, seen):
                     value[key] = json.dumps(inner)
                     hit = True
             else:
-                hit |= _replace_amount(item, amount, seen)
+                hit |= _edit_arguments(item, change, seen)
     elif isinstance(value, list | tuple):
         for item in value:
-            hit |= _replace_amount(item, amount, seen)
+            hit |= _edit_arguments(item, change, seen)
     elif hasattr(value, "__dict__") or hasattr(type(value), "__slots__"):
         attributes = list(getattr(value, "__dict__", {}).values())
         attributes += [getattr(value, a, None) for a in getattr(type(value), "__slots__", ())]
         for item in attributes:
-            hit |= _replace_amount(item, amount, seen)
+            hit |= _edit_arguments(item, change, seen)
     return hit

@@ -3,19 +3,25 @@
 A framework's own approval pause (an interrupt, a deferred call, an approval request) only
 carries a :class:`Grant` — the proposal's id and the digest the reviewer approved — or nothing
 when the host keeps it. When the framework is about to run the call, :meth:`LedgerGate.perform`
-rereads the proposal as the identity the host supplies on this resume, refuses if the tool name
-or the arguments the framework is about to run are not the proposal's (an edited saved state),
-and performs through :meth:`EffectLedger.perform`: once, a repeat answers ``replayed``. The
-framework's tool body is never the effect.
+validates the arguments it is about to run (``invalid_input`` naming the field), rereads the
+proposal as the identity the host supplies on this resume, refuses if the tool name or the
+arguments are not the proposal's (an edited saved state: ``digest_mismatch``), and performs
+through :meth:`EffectLedger.perform`: once, a repeat answers ``replayed``. The framework's tool
+body is never the effect. Its own refusals carry the trace steps every caller's do.
+
+The identity comes from the application's own context object (a run context, ``deps``, the
+keyword arguments of a resume), read by a :data:`ContextOf`: by default
+:func:`ledger_context_of`, which takes the :class:`Context` itself or an object with a
+``ledger_context`` attribute (:class:`CarriesLedgerContext`) or a ``context`` attribute.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from effectledger import (
     ActionHandle,
@@ -31,7 +37,36 @@ from effectledger import (
 from effectledger.actions import Action
 from effectledger.errors import InvalidInput, NotAuthenticated, NotFound
 
-__all__ = ["Grant", "LedgerGate", "refusal", "require_context", "require_scope", "result_text"]
+__all__ = [
+    "CarriesLedgerContext",
+    "ContextOf",
+    "Grant",
+    "LedgerGate",
+    "host_context",
+    "ledger_context_of",
+    "refusal",
+    "require_context",
+    "require_scope",
+    "result_text",
+]
+
+ContextOf = Callable[[Any], Context | None]
+"""Reads the ledger's :class:`Context` from an application's own context object, or None when
+it carries no identity (then the call is refused, ``not_authenticated``, nothing written)."""
+
+
+@runtime_checkable
+class CarriesLedgerContext(Protocol):
+    """An application's own context object that carries the ledger's identity of its run.
+
+    Any object with a ``ledger_context`` attribute holding the host's :class:`Context` (a
+    dataclass field, a property) is one; the adapters read it with no ``context_of=`` given.
+    """
+
+    @property
+    def ledger_context(self) -> Context | None:
+        """The host's authenticated identity for this run, or None."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +108,36 @@ class Grant:
         if self.approval_id is not None:
             data["approval_id"] = self.approval_id
         return data
+
+
+def ledger_context_of(app_context: object) -> Context | None:
+    """The ledger's identity an application's context carries: the object itself if it is a
+    :class:`Context`, else its ``ledger_context`` attribute, else its ``context`` attribute
+    (the adapters' ``HostRun``, earlier hosts); None when none of them is a Context."""
+    if isinstance(app_context, Context):
+        return app_context
+    for name in ("ledger_context", "context"):
+        value = getattr(app_context, name, None)
+        if isinstance(value, Context):
+            return value
+    return None
+
+
+def host_context(app_context: object, context_of: ContextOf, where: str) -> Context:
+    """The host's :class:`Context`: ``app_context`` itself if it is one, else read from it by
+    ``context_of``; else :class:`NotAuthenticated` saying what ``where`` needs.
+
+    A ``context_of`` that fails on the object it is given (an attribute or key it lacks: the
+    plain data a saved state restores instead of the application's object) reads as no
+    identity, so the call is refused rather than raised into the framework.
+    """
+    if isinstance(app_context, Context):
+        return app_context
+    try:
+        found = None if app_context is None else context_of(app_context)
+    except (AttributeError, KeyError, TypeError):
+        found = None
+    return require_context(found, where)
 
 
 def require_context(value: object, where: str) -> Context:
@@ -142,11 +207,14 @@ class LedgerGate:
     ) -> Proposal:
         """Propose the tool call as ``context``; the same call again returns the same proposal.
 
-        Different arguments under the same tool-call id are refused (``operation_id_taken``).
+        Arguments the action does not take are :class:`InvalidInput` naming the field, as at
+        execution; different arguments under the same tool-call id are refused
+        (``operation_id_taken``). Neither writes anything.
         """
         context = require_context(context, f"{self.framework} propose")
         if not isinstance(tool_call_id, str) or not tool_call_id:
             raise InvalidInput("a tool call needs its id", field="tool_call_id")
+        self.validated(arguments)
         return self.ledger.propose(
             context,
             self.action.name,
@@ -166,21 +234,24 @@ class LedgerGate:
     ) -> EffectResult:
         """Perform the call the framework is about to run, if it is exactly the granted one.
 
-        ``context`` is the host's identity on this resume (:class:`NotAuthenticated` if it is
-        missing, before anything is read). Without a grant the call has no approval
-        (``approval_missing``); another name, other arguments or another digest than the
-        proposal's is ``digest_mismatch``; both write nothing. ``call``, the ``(tool_call_id,
-        scope)`` the framework runs now when it knows them, binds the grant to this call: a
-        grant of the same call id and arguments in another conversation is ``digest_mismatch``
-        too, never that conversation's recorded result. A proposal ``context`` cannot see goes
-        to the ledger, which gives its own refusal.
+        The refusals come in one order, each writing nothing: ``context``, the host's identity
+        on this resume, missing is :class:`NotAuthenticated`, before anything is read; arguments
+        the action does not take (a field it does not have, such as ``approved_by`` or
+        ``tenant_id``, or a value of the wrong type) are :class:`InvalidInput` naming the field;
+        a call without a grant has no approval (``approval_missing``); valid arguments, a name
+        or a digest other than the proposal's are ``digest_mismatch``. ``call``, the
+        ``(tool_call_id, scope)`` the framework runs now when it knows them, binds the grant to
+        this call: a grant of the same call id and arguments in another conversation is
+        ``digest_mismatch`` too, never that conversation's recorded result. A proposal
+        ``context`` cannot see goes to the ledger, which gives its own refusal.
         """
         who = require_context(context, f"{self.framework} tool execution")
+        if tool_name != self.action.name:
+            return refusal(DenialReason.DIGEST_MISMATCH)
+        normalized = self.validated(arguments)
         found = Grant.coerce(grant)
         if found is None:
             return refusal(DenialReason.APPROVAL_MISSING)
-        if tool_name != self.action.name:
-            return refusal(DenialReason.DIGEST_MISMATCH)
         try:
             proposal = self.ledger.proposal(who, found.proposal_id)
         except NotFound:
@@ -188,29 +259,46 @@ class LedgerGate:
         if (
             proposal.digest != found.digest
             or proposal.action != tool_name
-            or self._normalized(arguments) != dict(proposal.arguments)
+            or normalized != dict(proposal.arguments)
             or (call is not None and proposal.operation_id != self.operation_id(who, *call))
         ):
             return refusal(DenialReason.DIGEST_MISMATCH)
         return self.ledger.perform(who, proposal, approval=found.approval_id)
 
-    def _normalized(self, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    def validated(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``arguments`` as the action takes them (normalized), or :class:`InvalidInput` whose
+        ``field`` names the first one at fault (``problems`` lists them all)."""
+        if not isinstance(arguments, Mapping):
+            raise InvalidInput(f"{self.name} takes an object of arguments", field="arguments")
         try:
-            normalized: dict[str, Any] = self.action.validate(arguments).model_dump(mode="json")
-        except InvalidInput:
-            return None
+            model = self.action.validate(arguments)
+        except InvalidInput as exc:
+            problems = exc.details.get("problems") or [{"field": "arguments"}]
+            raise InvalidInput(
+                exc.message, field=str(problems[0]["field"]), **exc.details
+            ) from None
+        normalized: dict[str, Any] = model.model_dump(mode="json")
         return normalized
 
 
 def refusal(reason: DenialReason) -> EffectResult:
-    """The gate's refusal: nothing admitted, nothing sent, nothing written."""
+    """The gate's refusal: nothing admitted, nothing sent, nothing written.
+
+    Its trace is the one :meth:`EffectLedger.perform` gives the same refusal (request
+    received, tenant accepted, reservation denied), so a caller's trace never depends on
+    which of the two said no.
+    """
     return EffectResult(
         outcome=EffectOutcome.DENIED,
         operation_id=None,
         state=None,
         reason=reason,
         provider_reference=None,
-        trace=(TraceStep("gate", f"denied:{reason.value}"),),
+        trace=(
+            TraceStep("request", "received"),
+            TraceStep("tenant", "accepted"),
+            TraceStep("reservation", f"denied:{reason.value}"),
+        ),
     )
 
 

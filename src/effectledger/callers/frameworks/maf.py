@@ -11,6 +11,12 @@ function middleware that makes the ledger the gate when MAF is about to run the 
    grants)``: the identity and the grants come from the host on every resume, never from the
    session, whose recorded request and arguments are unsigned.
 
+``context`` is the application's own context object (or the ledger's Context itself): the
+middleware reads the :class:`~effectledger.Context` from it with ``context_of`` (by default the
+object itself, its ``ledger_context`` attribute or its ``context`` attribute; see
+:func:`~effectledger.callers.frameworks.gate.ledger_context_of`). Merge the mapping
+``tool.resume`` returns into the keyword arguments the application's other tools take.
+
 The middleware reads the call id and the arguments MAF is about to run, performs through the
 ledger (:class:`~effectledger.callers.frameworks.gate.LedgerGate`) and sets the result; the
 tool's own function is never called (reaching it means the middleware is missing: refused).
@@ -27,12 +33,14 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from effectledger import ActionHandle, Context, EffectLedger, Proposal
+from effectledger import ActionHandle, EffectLedger, Proposal
 from effectledger.actions import Action
 from effectledger.callers.frameworks.gate import (
+    ContextOf,
     Grant,
     LedgerGate,
-    require_context,
+    host_context,
+    ledger_context_of,
     require_scope,
     result_text,
 )
@@ -50,13 +58,24 @@ FRAMEWORK = "agent-framework"
 
 
 class LedgerTool:
-    """A ledger action as a MAF tool (``.tool``) and the middleware that gates it."""
+    """A ledger action as a MAF tool (``.tool``) and the middleware that gates it.
 
-    def __init__(self, ledger: EffectLedger, action: ActionHandle | Action | str) -> None:
+    ``context_of`` reads the ledger's Context from the application context a resume passes
+    (default :func:`~effectledger.callers.frameworks.gate.ledger_context_of`).
+    """
+
+    def __init__(
+        self,
+        ledger: EffectLedger,
+        action: ActionHandle | Action | str,
+        *,
+        context_of: ContextOf = ledger_context_of,
+    ) -> None:
         require_extra("maf", "The Microsoft Agent Framework adapter")
         from agent_framework import FunctionTool, function_middleware
 
         self.gate = LedgerGate(ledger, action, framework=FRAMEWORK)
+        self.context_of = context_of
         self.tool: FunctionTool = FunctionTool(
             name=self.gate.name,
             description=self.gate.action.description or f"Propose {self.gate.name}.",
@@ -73,21 +92,24 @@ class LedgerTool:
         self.middleware = function_middleware(effectledger_gate)
 
     def propose(
-        self, context: Context, call_id: str, arguments: Mapping[str, Any], *, session: Any
+        self, context: object, call_id: str, arguments: Mapping[str, Any], *, session: Any
     ) -> Proposal:
         """Propose a requested call of ``session`` (an ``AgentSession`` or its ``session_id``)
-        as the host's ``context``; repeats return the same one."""
-        return self.gate.propose(context, call_id, arguments, scope=_session_scope(session))
+        as the host's ``context`` (a Context or the application context it is read from);
+        repeats return the same one."""
+        who = host_context(context, self.context_of, f"{FRAMEWORK} propose")
+        return self.gate.propose(who, call_id, arguments, scope=_session_scope(session))
 
-    def propose_request(self, context: Context, request: Any, *, session: Any) -> Proposal:
+    def propose_request(self, context: object, request: Any, *, session: Any) -> Proposal:
         """Propose the call of a ``function_approval_request`` from ``user_input_requests`` of
         a run in ``session``."""
         call = request.function_call
         return self.propose(context, call.call_id, call.parse_arguments() or {}, session=session)
 
     @staticmethod
-    def resume(context: Context, grants: Mapping[str, Grant | Proposal]) -> dict[str, Any]:
-        """The ``function_invocation_kwargs`` of a resume: the host's identity and grants."""
+    def resume(context: object, grants: Mapping[str, Grant | Proposal]) -> dict[str, Any]:
+        """The ``function_invocation_kwargs`` of a resume: the host's context on this resume
+        (the application's, or a Context) and the grants, by call id."""
         return {
             CONTEXT_KEY: context,
             GRANTS_KEY: {
@@ -112,10 +134,12 @@ class LedgerTool:
             arguments = arguments.model_dump(mode="json")
         try:
             # the identity first, then the session: the same order of refusals as every caller
-            require_context(host.get(CONTEXT_KEY), f"{FRAMEWORK} tool execution")
+            who = host_context(
+                host.get(CONTEXT_KEY), self.context_of, f"{FRAMEWORK} tool execution"
+            )
             scope = _session_scope(context.session)
             result = self.gate.perform(
-                host.get(CONTEXT_KEY),
+                who,
                 grants.get(call_id) if isinstance(call_id, str) else None,
                 tool_name=context.function.name,
                 arguments=arguments,
@@ -127,10 +151,16 @@ class LedgerTool:
         context.result = result_text(result)
 
 
-def ledger_tool(ledger: EffectLedger, action: ActionHandle | Action | str) -> LedgerTool:
+def ledger_tool(
+    ledger: EffectLedger,
+    action: ActionHandle | Action | str,
+    *,
+    context_of: ContextOf = ledger_context_of,
+) -> LedgerTool:
     """The MAF tool and gate middleware of ``action``: ``Agent(tools=[t.tool],
-    middleware=[t.middleware])``."""
-    return LedgerTool(ledger, action)
+    middleware=[t.middleware])``; ``context_of`` reads the ledger's Context from the
+    application context a resume passes."""
+    return LedgerTool(ledger, action, context_of=context_of)
 
 
 def _session_scope(session: Any) -> str:

@@ -8,6 +8,13 @@ metadata, so the run ends with ``DeferredToolRequests`` as usual (``.metadata[ca
 and resumes with ``DeferredToolResults(approvals={call_id: True}, metadata={call_id: grant})``
 and its identity in ``deps=`` (:func:`approved`).
 
+``deps`` is the application's own dependencies object: the tool reads the ledger's
+:class:`~effectledger.Context` from it with ``context_of`` (by default the object itself, its
+``ledger_context`` attribute or its ``context`` attribute; see
+:func:`~effectledger.callers.frameworks.gate.ledger_context_of`), on the model's call and again
+on every resume. A ``deps`` without the host's identity is refused (``not_authenticated``) and
+nothing is written.
+
 On the approved call the tool rereads the proposal as ``ctx.deps``, compares the arguments it
 is about to run (an edited message history, a ``ToolApproved(override_args=...)``) and performs
 through the ledger: a repeat is ``replayed``, other arguments ``digest_mismatch``.
@@ -21,15 +28,17 @@ tool checks that the grant is this conversation's call (else ``digest_mismatch``
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from effectledger import ActionHandle, Context, EffectLedger, Proposal
+from effectledger import ActionHandle, EffectLedger, Proposal
 from effectledger.actions import Action
 from effectledger.callers.frameworks.gate import (
+    ContextOf,
     Grant,
     LedgerGate,
-    require_context,
+    host_context,
+    ledger_context_of,
     require_scope,
     result_text,
 )
@@ -43,21 +52,15 @@ __all__ = ["approved", "ledger_tool"]
 
 FRAMEWORK = "pydantic-ai"
 
-ContextOf = Callable[[Any], object]
-
-
-def deps_context(deps: Any) -> object:
-    """The host's identity in ``deps``: itself, or its ``context`` attribute."""
-    return deps if isinstance(deps, Context) else getattr(deps, "context", None)
-
 
 def ledger_tool(
     ledger: EffectLedger,
     action: ActionHandle | Action | str,
     *,
-    context_of: ContextOf = deps_context,
+    context_of: ContextOf = ledger_context_of,
 ) -> Tool[Any]:
-    """The deferred tool of ``action``; ``context_of`` reads the host's Context from ``deps``."""
+    """The deferred tool of ``action``; ``context_of`` reads the host's Context from ``deps``
+    (the application's own dependencies object)."""
     require_extra("pydantic-ai", "The Pydantic AI adapter")
     from pydantic_ai import ApprovalRequired, Tool
 
@@ -65,7 +68,7 @@ def ledger_tool(
 
     def effectledger_call(ctx: RunContext[Any], **arguments: Any) -> str:
         try:
-            who = require_context(context_of(ctx.deps), "a Pydantic AI run (deps=...)")
+            who = host_context(ctx.deps, context_of, "a Pydantic AI run (deps=...)")
             if not ctx.tool_call_id:
                 raise InvalidInput("a tool call needs its id", field="tool_call_id")
             scope = require_scope(ctx.conversation_id, "a Pydantic AI run")
