@@ -74,17 +74,22 @@ class Grant:
     """What a pause carries for one tool call: the proposal and the digest that was approved.
 
     ``approval_id`` names one approval to present; without it the decision recorded on the
-    proposal's trail is used (see :meth:`EffectLedger.perform`).
+    proposal's trail is used (see :meth:`EffectLedger.perform`). ``tenant_id`` names the tenant
+    the grant is addressed to: compared first with the resuming identity's tenant, another one is
+    ``tenant_mismatch`` with nothing read; it can only narrow what the identity reaches.
     """
 
     proposal_id: str
     digest: str
     approval_id: str | None = None
+    tenant_id: str | None = None
 
     @classmethod
     def of(cls, proposal: Proposal) -> Grant:
-        """The grant of ``proposal`` as recorded."""
-        return cls(proposal_id=proposal.proposal_id, digest=proposal.digest)
+        """The grant of ``proposal`` as recorded, addressed to its tenant."""
+        return cls(
+            proposal_id=proposal.proposal_id, digest=proposal.digest, tenant_id=proposal.tenant_id
+        )
 
     @classmethod
     def coerce(cls, value: object) -> Grant | None:
@@ -93,13 +98,19 @@ class Grant:
             return value
         if isinstance(value, Mapping):
             proposal_id, digest = value.get("proposal_id"), value.get("digest")
-            approval_id = value.get("approval_id")
+            approval_id, tenant_id = value.get("approval_id"), value.get("tenant_id")
             if (
                 isinstance(proposal_id, str)
                 and isinstance(digest, str)
                 and (approval_id is None or isinstance(approval_id, str))
+                and (tenant_id is None or isinstance(tenant_id, str))
             ):
-                return cls(proposal_id=proposal_id, digest=digest, approval_id=approval_id)
+                return cls(
+                    proposal_id=proposal_id,
+                    digest=digest,
+                    approval_id=approval_id,
+                    tenant_id=tenant_id,
+                )
         raise InvalidInput("a grant is a proposal_id and a digest", field="grant")
 
     def to_dict(self) -> dict[str, str]:
@@ -107,6 +118,8 @@ class Grant:
         data = {"proposal_id": self.proposal_id, "digest": self.digest}
         if self.approval_id is not None:
             data["approval_id"] = self.approval_id
+        if self.tenant_id is not None:
+            data["tenant_id"] = self.tenant_id
         return data
 
 
@@ -252,10 +265,16 @@ class LedgerGate:
         found = Grant.coerce(grant)
         if found is None:
             return refusal(DenialReason.APPROVAL_MISSING)
+        addressed = found.tenant_id
+        if addressed is not None and addressed != who.tenant_id:
+            # Another tenant named: the ledger stops at its tenant step, nothing is read.
+            return self.ledger.perform(who, found.proposal_id, tenant_id=addressed)
         try:
             proposal = self.ledger.proposal(who, found.proposal_id)
         except NotFound:
-            return self.ledger.perform(who, found.proposal_id, approval=found.approval_id)
+            return self.ledger.perform(
+                who, found.proposal_id, approval=found.approval_id, tenant_id=addressed
+            )
         if (
             proposal.digest != found.digest
             or proposal.action != tool_name
@@ -263,7 +282,7 @@ class LedgerGate:
             or (call is not None and proposal.operation_id != self.operation_id(who, *call))
         ):
             return refusal(DenialReason.DIGEST_MISMATCH)
-        return self.ledger.perform(who, proposal, approval=found.approval_id)
+        return self.ledger.perform(who, proposal, approval=found.approval_id, tenant_id=addressed)
 
     def validated(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``arguments`` as the action takes them (normalized), or :class:`InvalidInput` whose
