@@ -329,3 +329,50 @@ def test_async_run_reviews_and_performs_once(world: World) -> None:
     out = asyncio.run(graph.ainvoke(command, config, context=host, version="v2"))
     assert answers(out.value)["call-1"]["outcome"] == "performed"
     assert world.receiver.counts().effects == 1
+
+
+def test_edit_of_a_call_performed_meanwhile_reports_what_happened(world: World) -> None:
+    """An ``edit`` of a call whose proposal was performed meanwhile performs nothing more: the
+    model reads the recorded result, and no edited proposal is made."""
+    driver = LangGraphDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    original = driver.propose(AGENT, paused)
+    world.app.approve(REVIEWER, original)
+    assert world.app.perform(AGENT, original).outcome == "performed"
+    edit = {"type": "edit", "edited_action": {"name": ACTION, "args": EDITED}}
+    answer = answers(driver.decide(paused, LangGraphHost(AGENT, reviewer=REVIEWER), edit))
+    assert answer["call-1"]["outcome"] == "replayed"
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "proposals") == 1
+    assert world.app.capacity(REVIEWER, "refunds").committed == 30
+
+
+def test_concurrent_resumes_of_one_edit_make_one_effect(world: World) -> None:
+    """Four threads resuming the same paused review with the same ``edit`` at once make one
+    edited proposal, one approval of it and one effect."""
+    import threading
+
+    driver = LangGraphDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    host = LangGraphHost(AGENT, reviewer=REVIEWER)
+    edit = {"type": "edit", "edited_action": {"name": ACTION, "args": EDITED}}
+    barrier = threading.Barrier(4)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def resume() -> None:
+        barrier.wait(timeout=30)
+        answer = answers(driver.decide(paused, host, edit))["call-1"]
+        with lock:
+            outcomes.append(str(answer.get("outcome", answer.get("error"))))
+
+    threads = [threading.Thread(target=resume) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(outcomes) == ["performed"] + ["replayed"] * 3
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "proposals") == 2
+    assert count_rows(world.store_url, "approvals", "decision = 'granted'") == 1
+    assert count_rows(world.store_url, "approvals", "decision = 'denied'") == 1
