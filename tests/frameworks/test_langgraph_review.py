@@ -376,3 +376,19 @@ def test_concurrent_resumes_of_one_edit_make_one_effect(world: World) -> None:
     assert count_rows(world.store_url, "proposals") == 2
     assert count_rows(world.store_url, "approvals", "decision = 'granted'") == 1
     assert count_rows(world.store_url, "approvals", "decision = 'denied'") == 1
+
+
+def test_a_ledger_call_reaching_the_tools_node_is_refused(world: World) -> None:
+    """A ledger call handed to the tools node without the review (an edited checkpoint's
+    ``Send``) is answered ``not_permitted``: the tool never runs, nothing is written."""
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
+    driver = LangGraphDriver(world.app)
+    call = {"name": ACTION, "args": REFUND_30, "id": "call-1", "type": "tool_call"}
+    request = ToolCallRequest(tool_call=call, tool=driver.adapter.tool, state={}, runtime=None)
+    ran: list[object] = []
+    message = driver.adapter.middleware.wrap_tool_call(request, ran.append)
+    assert ran == []
+    assert tool_json(message.content)["error"]["code"] == "not_permitted"
+    assert count_rows(world.store_url, "proposals") == 0
+    assert world.receiver.counts().effects == 0
