@@ -69,9 +69,11 @@ PERFORMED = [
 def test_pause_is_langchains_human_in_the_loop_request(world: World) -> None:
     """The interrupt's value is a ``HITLRequest``: the call's name, the proposal's arguments,
     a description naming proposal and digest, a review config with the allowed decisions, the
-    ledger's part under ``effectledger``; the resume value's schema is ``HITLResponse``."""
+    ledger's part under ``effectledger``; its resume schema takes LangChain's ``HITLResponse``."""
     from langchain.agents.middleware.human_in_the_loop import HITLRequest, HITLResponse
     from pydantic import TypeAdapter
+
+    from effectledger.callers.frameworks.langgraph import ReviewResponse
 
     driver = LangGraphDriver(world.app)
     paused = driver.pause(AGENT, REFUND_30, "call-1")
@@ -90,7 +92,17 @@ def test_pause_is_langchains_human_in_the_loop_request(world: World) -> None:
     assert value["review_configs"] == [
         {"action_name": ACTION, "allowed_decisions": ["approve", "edit", "reject", "respond"]}
     ]
-    assert paused.handle.response_schema == TypeAdapter(HITLResponse).json_schema()
+    assert paused.handle.response_schema == TypeAdapter(ReviewResponse).json_schema()
+    answer = {
+        "decisions": [
+            {"type": "approve"},
+            {"type": "edit", "edited_action": {"name": ACTION, "args": EDITED}},
+            {"type": "reject"},
+            {"type": "respond", "message": "no"},
+        ]
+    }
+    assert TypeAdapter(HITLResponse).validate_python(answer) == answer  # LangChain's, as ours
+    assert ReviewResponse.model_validate(answer).model_dump(exclude_none=True) == answer
     assert count_rows(world.store_url, "proposals") == 1
     assert world.receiver.counts().effects == 0
 

@@ -44,7 +44,9 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
 
 from effectledger import (
     ActionHandle,
@@ -78,7 +80,7 @@ if TYPE_CHECKING:
     from langchain_core.messages import ToolMessage
     from langgraph.types import Command, Interrupt
 
-__all__ = ["DECISIONS", "LEDGER_KEY", "LedgerMiddleware", "ledger_middleware"]
+__all__ = ["DECISIONS", "LEDGER_KEY", "LedgerMiddleware", "ReviewResponse", "ledger_middleware"]
 
 LEDGER_KEY = "effectledger"
 """The key of an action request under which the ledger's part of the call rides."""
@@ -94,6 +96,52 @@ Answer = tuple[EffectResult | EffectLedgerError, str | None]
 # refusals of the reviewer's own decision; any other says where the proposal stands (decided or
 # admitted already: a resume repeating the review), which the ledger's perform then reports
 _REVIEWER_REFUSALS = frozenset({"self_approval", "not_an_approver", "digest_mismatch"})
+
+
+class ApproveDecision(BaseModel):
+    """``approve``: perform the call as proposed, with the grant of this resume."""
+
+    type: Literal["approve"]
+
+
+class EditedAction(BaseModel):
+    """The reviewer's call: the same tool, other arguments."""
+
+    name: str
+    args: dict[str, Any]
+
+
+class EditDecision(BaseModel):
+    """``edit``: perform the reviewer's call instead, as a proposal of its own."""
+
+    type: Literal["edit"]
+    edited_action: EditedAction
+
+
+class RejectDecision(BaseModel):
+    """``reject``: deny the call, the message as the reason the model reads."""
+
+    type: Literal["reject"]
+    message: str | None = None
+
+
+class RespondDecision(BaseModel):
+    """``respond``: deny the call, the reviewer's message as what the model reads."""
+
+    type: Literal["respond"]
+    message: str
+
+
+class ReviewResponse(BaseModel):
+    """LangChain's ``HITLResponse`` as the interrupt's ``response_schema``: LangGraph checks a
+    resume value against it before saving it (a model, so its validator is built once)."""
+
+    decisions: list[
+        Annotated[
+            ApproveDecision | EditDecision | RejectDecision | RespondDecision,
+            Field(discriminator="type"),
+        ]
+    ]
 
 
 def conversation_scope(thread_id: object, checkpoint_ns: object) -> str:
@@ -248,7 +296,6 @@ class LedgerMiddleware:
     # -- the pause and the decisions ---------------------------------------------------------
 
     def _review(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        from langchain.agents.middleware.human_in_the_loop import HITLResponse
         from langchain_core.messages import AIMessage
         from langgraph.config import get_config
         from langgraph.types import interrupt
@@ -293,8 +340,8 @@ class LedgerMiddleware:
             except EffectLedgerError as exc:
                 answers[str(call["id"])] = (exc, None)
         if shown:
-            response = interrupt(self._request(shown), response_schema=HITLResponse)
-            decisions = response["decisions"]
+            response = interrupt(self._request(shown), response_schema=ReviewResponse)
+            decisions = [d.model_dump(exclude_none=True) for d in response.decisions]
             for index, (call, proposal) in enumerate(shown):
                 if len(decisions) != len(shown):
                     answers[str(call["id"])] = (
