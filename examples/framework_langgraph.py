@@ -4,14 +4,17 @@ Run it from anywhere (it writes its two SQLite files in the current folder)::
 
     python examples/framework_langgraph.py
 
-A scripted chat model asks for a refund; the ledger's middleware pauses the graph with
-``interrupt()``; the host proposes the paused call and the reviewer approves it; resuming
-performs it once, and resuming the same paused checkpoint again (time travel) replays.
+A scripted chat model asks for a refund; the ledger's middleware proposes it and pauses the
+graph with LangChain's human-in-the-loop request (what Agent Inbox and Studio show); the
+reviewer approves the proposal in the ledger; resuming with ``approve`` and the grant in the run's
+context performs it once, and resuming the same paused checkpoint again (time travel) replays.
+A second conversation is rejected: the model reads the reviewer's message.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from _refund_desk import AGENT, REFUND, RITA, open_desk
@@ -20,6 +23,7 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from effectledger import Context, Proposal
 from effectledger.callers.frameworks.langgraph import ledger_middleware
 
 
@@ -30,29 +34,59 @@ class ScriptedModel(FakeMessagesListChatModel):
         return self
 
 
+@dataclass
+class RunContext:
+    """The application's own run context: who runs, what was granted, who reviewed."""
+
+    context: Context
+    grants: dict[str, Proposal] = field(default_factory=dict)
+    reviewer: Context | None = None
+
+
 def main() -> None:
-    """Pause, propose, approve, resume twice from the paused checkpoint; print each outcome."""
+    """Pause, approve, resume twice from the paused checkpoint; reject another; print each."""
     ledger, refund, receiver = open_desk()
     gate = ledger_middleware(ledger, refund)
-    call = {"name": "refund_order", "args": REFUND, "id": "call-1"}
-    model = ScriptedModel(responses=[AIMessage("", tool_calls=[call])] + [AIMessage("done")] * 3)
-    graph = create_agent(model, middleware=[gate.middleware], checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "refund-1"}}
+    saver = InMemorySaver()
+
+    def agent() -> Any:  # each conversation's scripted model asks for the refund once
+        call = {"name": "refund_order", "args": REFUND, "id": "call-1"}
+        script = [AIMessage("", tool_calls=[call])] + [AIMessage("done")] * 3
+        return create_agent(
+            ScriptedModel(responses=script), middleware=[gate.middleware], checkpointer=saver
+        )
+
+    graph = agent()
     ask = {"messages": [{"role": "user", "content": "Refund order 1001, it arrived broken."}]}
-    paused = graph.invoke(ask, config, context=AGENT, version="v2")
-    (interrupt,) = paused.interrupts
-    proposal = gate.propose(AGENT, interrupt)  # the host proposes, as itself
+
+    config = {"configurable": {"thread_id": "refund-1"}}
+    paused = graph.invoke(ask, config, context=RunContext(AGENT), version="v2")
+    (interrupt,) = paused.interrupts  # {"action_requests": [...], "review_configs": [...]}
+    (request,) = interrupt.value["action_requests"]
+    print("paused:", request["name"], request["args"]["amount_minor"])
+    proposal = gate.proposal(AGENT, interrupt)  # as the ledger recorded it
     ledger.approve(RITA, proposal)
-    print("paused:", interrupt.value["name"], interrupt.value["args"]["amount_minor"])
     checkpoint = graph.get_state(config).config
+    grants = RunContext(AGENT, grants={"call-1": proposal})
+
+    def answer(out: Any) -> str:
+        result = json.loads([m for m in out["messages"] if m.type == "tool"][-1].content)
+        return f"{result['outcome']} {result['reason'] or result['state']}"
 
     def resume() -> str:
-        out = graph.invoke(gate.resume({interrupt.id: proposal}), checkpoint, context=AGENT)
-        answer = json.loads([m for m in out["messages"] if m.type == "tool"][-1].content)
-        return f"{answer['outcome']} {answer['reason'] or answer['state']}"
+        approve = gate.resume({interrupt.id: [{"type": "approve"}]})
+        return answer(graph.invoke(approve, checkpoint, context=grants))
 
     print("resume:", resume())
     print("resume the paused checkpoint again:", resume())
+
+    other = {"configurable": {"thread_id": "refund-2"}}
+    graph = agent()
+    (second,) = graph.invoke(ask, other, context=RunContext(AGENT), version="v2").interrupts
+    reject = gate.resume({second.id: [{"type": "reject", "message": "Send a replacement."}]})
+    out = graph.invoke(reject, other, context=RunContext(AGENT, reviewer=RITA))  # RITA decides
+    note = json.loads([m for m in out["messages"] if m.type == "tool"][-1].content)["note"]
+    print("reject:", answer(out), "-", note)
     print("receiver effects:", receiver.counts().effects)
     ledger.close()
     receiver.close()

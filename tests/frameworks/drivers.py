@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from effectledger import Context, EffectLedger, Proposal
@@ -65,6 +65,11 @@ class Driver(Protocol):
     def edited(self, paused: Paused, amount: int) -> Paused: ...
 
     def edit(self, paused: Paused, change: Edit) -> Paused: ...
+
+
+def last_tool_message(state: Mapping[str, Any]) -> Any:
+    """The last tool message of a LangGraph state."""
+    return [m for m in state["messages"] if m.type == "tool"][-1]
 
 
 def tool_json(text: str) -> JSON:
@@ -224,8 +229,24 @@ class OpenAIAgentsDriver:
 # -- LangGraph ----------------------------------------------------------------------------------
 
 
+@dataclass
+class LangGraphHost:
+    """What a host gives a LangGraph run as ``context=``: its identity, the grants of this
+    resume by tool-call id and the reviewer who decided (an application's own object)."""
+
+    context: Context | None
+    grants: dict[str, Grant | Proposal] = field(default_factory=dict)
+    reviewer: Context | None = None
+
+
+APPROVE = {"type": "approve"}
+
+
 class LangGraphDriver:
-    """``create_agent`` with a fake chat model and an ``InMemorySaver``; the checkpoint is saved."""
+    """``create_agent`` with a fake chat model and an ``InMemorySaver``; the checkpoint is saved.
+
+    The pause is LangChain's human-in-the-loop request; every resume answers it ``approve``
+    and gives the grant in the run's context."""
 
     name = "langgraph"
 
@@ -238,7 +259,7 @@ class LangGraphDriver:
         self.saver = InMemorySaver()
         self.threads = 0
 
-    def _agent(self, arguments: Mapping[str, Any] | None, call_id: str) -> Any:
+    def _agent(self, calls: list[dict[str, Any]] | None) -> Any:
         from langchain.agents import create_agent
         from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
         from langchain_core.messages import AIMessage
@@ -248,43 +269,46 @@ class LangGraphDriver:
                 return self
 
         responses: list[Any] = [AIMessage(content="done")] * 4
-        if arguments is not None:
-            call = {"name": ACTION, "args": dict(arguments), "id": call_id}
-            responses = [AIMessage(content="", tool_calls=[call]), *responses]
+        if calls is not None:
+            responses = [AIMessage(content="", tool_calls=calls), *responses]
         return create_agent(
             Model(responses=responses),
             checkpointer=self.saver,
             middleware=[self.adapter.middleware],
         )
 
-    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused:
+    def pause_calls(self, context: Any, calls: list[dict[str, Any]]) -> Paused:
+        """One model turn making ``calls``, paused for review in a thread of its own."""
         self.threads += 1
         config = {"configurable": {"thread_id": f"thread-{self.threads}"}}
-        agent = self._agent(arguments, call_id)
+        agent = self._agent(calls)
         result = agent.invoke(
             {"messages": [{"role": "user", "content": "refund"}]},
             config,
             context=context,
             version="v2",
         )
+        if not result.interrupts:  # the middleware answered without pausing
+            raise Answered(tool_json(last_tool_message(result.value).content))
         (interrupt,) = result.interrupts
-        return Paused(agent.get_state(config).config, call_id, interrupt, f"thread-{self.threads}")
+        saved = agent.get_state(config).config
+        return Paused(saved, str(calls[0]["id"]), interrupt, f"thread-{self.threads}")
+
+    def pause(self, context: Any, arguments: Mapping[str, Any], call_id: str) -> Paused:
+        return self.pause_calls(context, [{"name": ACTION, "args": dict(arguments), "id": call_id}])
 
     def propose(self, context: Context, paused: Paused) -> Proposal:
-        return self.adapter.propose(context, paused.handle)
+        return self.adapter.proposal(context, paused.handle)
+
+    def decide(self, paused: Paused, host: LangGraphHost, *decisions: Mapping[str, Any]) -> Any:
+        """Resume the saved checkpoint with ``decisions``, ``host`` as the run's context; the
+        graph's final state."""
+        command = self.adapter.resume({paused.handle.id: list(decisions)})
+        return self._agent(None).invoke(command, paused.saved, context=host, version="v2").value
 
     def resume(self, paused: Paused, context: Any, grant: Grant | None) -> JSON:
-        from langgraph.types import Command
-
-        agent = self._agent(None, paused.call_id)
-        command = (
-            Command(resume={paused.handle.id: None})
-            if grant is None
-            else self.adapter.resume({paused.handle.id: grant})
-        )
-        out = agent.invoke(command, paused.saved, context=context, version="v2")
-        (message,) = [m for m in out.value["messages"] if m.type == "tool"][-1:]
-        return tool_json(message.content)
+        host = LangGraphHost(context, {} if grant is None else {paused.call_id: grant})
+        return tool_json(last_tool_message(self.decide(paused, host, APPROVE)).content)
 
     def edited(self, paused: Paused, amount: int) -> Paused:
         return self.edit(paused, _amount(amount))

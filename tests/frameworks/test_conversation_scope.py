@@ -77,11 +77,6 @@ def test_another_conversations_grant_is_refused_and_sends_nothing(
     assert world.receiver.counts().effects == 1
     assert count_rows(world.store_url, "attempts") == 1
 
-    if framework == "langgraph":
-        # LangGraph hands the first resume value of a paused checkpoint to every later resume
-        # of it, so this checkpoint keeps the refused grant (the grant of this resume from
-        # runtime.context is still to come): nothing more is sent through it.
-        return
     own = driver.resume(second, AGENT, Grant.of(proposal_b))
     assert own["outcome"] == "performed"
     assert world.receiver.counts().effects == 2

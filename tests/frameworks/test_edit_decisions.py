@@ -1,9 +1,9 @@
 """A framework's "edit" decision is never performed under the approval of the unedited call.
 
-Pydantic AI's ``ToolApproved(override_args=...)`` and a LangGraph reviewer's ``edit`` in
-``HumanInTheLoopMiddleware`` change the arguments the framework runs; the ledger refuses them
-under the old grant (``digest_mismatch``), and the edited call performs only as a proposal of
-its own, approved as shown.
+Pydantic AI's ``ToolApproved(override_args=...)`` and arguments edited in a paused LangGraph
+checkpoint change what the framework runs; the ledger refuses them under the old grant
+(``digest_mismatch``). A LangGraph reviewer's ``edit`` decision performs only as a proposal of
+its own, approved as shown (``test_langgraph_review.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +11,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from effectledger.callers.frameworks.gate import Grant
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows
-from tests.frameworks.drivers import ACTION, LangGraphDriver, PydanticAIDriver, tool_json
+from tests.frameworks.drivers import (
+    APPROVE,
+    LangGraphDriver,
+    LangGraphHost,
+    PydanticAIDriver,
+    last_tool_message,
+    tool_json,
+)
 
 EDITED = {**REFUND_30, "amount_minor": 25}
 
@@ -57,61 +63,23 @@ def test_pydantic_ai_override_args_is_refused(world: World) -> None:
     assert count_rows(world.store_url, "operations") == 0
 
 
-def test_langgraph_reviewer_edit_is_refused_then_proposed_anew(world: World) -> None:
-    """A LangGraph ``edit`` decision is refused under the old grant; its own proposal performs."""
-    from langchain.agents import create_agent
-    from langchain.agents.middleware import HumanInTheLoopMiddleware
-
+def test_langgraph_edit_in_the_saved_review_is_never_performed_under_the_old_grant(
+    world: World,
+) -> None:
+    """A LangGraph ``approve`` whose call was edited in the checkpoint, under the grant of the
+    unedited call, is refused with nothing written; a reviewer's change of the arguments goes
+    through the ``edit`` decision instead, as a proposal of its own."""
     driver = LangGraphDriver(world.app)
-    gate = driver.adapter
-    hitl = HumanInTheLoopMiddleware(interrupt_on={ACTION: True})
-    graph = create_agent(
-        _scripted(REFUND_30, "call-1"),
-        checkpointer=driver.saver,
-        middleware=[hitl, gate.middleware],
-    )
-    config = {"configurable": {"thread_id": "edit"}}
-    first = graph.invoke(
-        {"messages": [{"role": "user", "content": "refund"}]}, config, context=AGENT, version="v2"
-    )
-    (review,) = first.interrupts  # HumanInTheLoopMiddleware's own pause
-    original = gate.gate.propose(AGENT, "call-1", REFUND_30)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    original = driver.propose(AGENT, paused)
     world.app.approve(REVIEWER, original)
-    edit = {"type": "edit", "edited_action": {"name": ACTION, "args": EDITED}}
-    second = graph.invoke(
-        _command({review.id: {"decisions": [edit]}}), config, context=AGENT, version="v2"
-    )
-    (ours,) = second.interrupts
-    assert ours.value["args"] == EDITED
-    refused = graph.invoke(gate.resume({ours.id: original}), config, context=AGENT, version="v2")
-    text = [m for m in refused.value["messages"] if m.type == "tool"][-1].content
-    answer = tool_json(text[text.rindex('{"outcome"') :])  # after the note on the edit
+    host = LangGraphHost(AGENT, {"call-1": original}, reviewer=REVIEWER)
+    tampered = driver.edited(paused, 25)
+    refused = last_tool_message(driver.decide(tampered, host, APPROVE))
+    answer = tool_json(refused.content)
     assert (answer["outcome"], answer["reason"]) == ("denied", "digest_mismatch")
     assert world.receiver.counts().effects == 0
-    # the edited call, proposed as itself (a new call id) and approved as shown, performs
-    edited = gate.gate.propose(AGENT, "call-1-edited", EDITED)
-    world.app.approve(REVIEWER, edited)
-    assert world.app.perform(AGENT, edited).outcome == "performed"
-    assert world.receiver.counts().effects == 1
-    assert world.app.capacity(REVIEWER, "refunds").committed == 25
-
-
-def _scripted(arguments: dict[str, Any], call_id: str) -> Any:
-    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-    from langchain_core.messages import AIMessage
-
-    class Model(FakeMessagesListChatModel):
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
-    call = {"name": ACTION, "args": dict(arguments), "id": call_id}
-    return Model(responses=[AIMessage(content="", tool_calls=[call])] + [AIMessage("done")] * 4)
-
-
-def _command(resume: dict[str, Any]) -> Any:
-    from langgraph.types import Command
-
-    return Command(resume=resume)
+    assert count_rows(world.store_url, "operations") == 0
 
 
 def test_grant_round_trip() -> None:

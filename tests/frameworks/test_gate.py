@@ -71,10 +71,20 @@ def test_edited_saved_state_is_refused(world: World, framework: str) -> None:
 
 
 def test_another_actor_or_tenant_on_resume_is_refused(world: World, framework: str) -> None:
-    """Another actor or another tenant resuming the approved state acts on nothing."""
+    """Another actor or another tenant resuming the approved state acts on nothing: the grant
+    names its tenant, so another tenant's identity is stopped at the tenant step
+    (``tenant_mismatch``, the direct API's trace, nothing read); a grant naming none reaches the
+    ledger, where the proposal is ``not_found`` to that tenant."""
     driver, paused, grant = paused_and_approved(world, framework)
+    assert grant.tenant_id == "acme"
     assert driver.resume(paused, MALLORY, grant)["reason"] == "actor_mismatch"
-    assert driver.resume(paused, OUTSIDER, grant)["reason"] == "not_found"
+    events = count_rows(world.store_url, "audit_events")
+    named = driver.resume(paused, OUTSIDER, grant)
+    assert named["reason"] == "tenant_mismatch"
+    assert [step[0] for step in named["trace"]] == ["request", "tenant"]
+    assert count_rows(world.store_url, "audit_events") == events
+    unnamed = Grant(proposal_id=grant.proposal_id, digest=grant.digest)
+    assert driver.resume(paused, OUTSIDER, unnamed)["reason"] == "not_found"
     assert world.receiver.counts().effects == 0
     assert driver.resume(paused, AGENT, grant)["outcome"] == "performed"
     assert world.receiver.counts().effects == 1
