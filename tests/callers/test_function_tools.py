@@ -348,6 +348,34 @@ def test_another_tenants_ids_read_as_unknown(world: World, tools: FunctionTools)
     assert world.receiver.counts().effects == 1
 
 
+def test_a_call_the_host_addresses_to_another_tenant_stops_at_the_tenant_step(
+    world: World, tools: FunctionTools
+) -> None:
+    """The host names the tenant a call is addressed to: another one than the context's is
+    refused first (a perform's denial ``tenant_mismatch`` with the trace ``request``,
+    ``tenant``; a propose or a status the error ``admission_denied`` / ``tenant_mismatch``),
+    nothing read, written or sent; naming the context's own tenant changes nothing."""
+    proposal, approval_id = _approved(world, tools)
+    ids = {"proposal_id": proposal["proposal_id"], "approval_id": approval_id}
+    events = count_rows(world.store_url, "audit_events")
+    denied = tools.call(AGENT, "perform_proposal", ids, tenant_id="globex")
+    assert (denied.data["outcome"], denied.data["reason"]) == ("denied", "tenant_mismatch")
+    assert [step[0] for step in denied.data["trace"]] == ["request", "tenant"]
+    refused = tools.call(AGENT, "propose_refund_order", REFUND_30, tenant_id="globex")
+    assert refused.data["error"]["code"] == "admission_denied"
+    assert refused.data["error"]["details"]["reason"] == "tenant_mismatch"
+    status = tools.call(
+        AGENT, "operation_status", {"operation_id": proposal["operation_id"]}, tenant_id="globex"
+    )
+    assert status.data["error"]["details"]["reason"] == "tenant_mismatch"
+    assert count_rows(world.store_url, "audit_events") == events
+    assert count_rows(world.store_url, "proposals") == 1
+    assert world.receiver.counts().submissions == 0
+    done = tools.call(AGENT, "perform_proposal", ids, tenant_id="acme")
+    assert done.data["outcome"] == "performed"
+    assert world.receiver.counts().effects == 1
+
+
 def test_replays_answer_the_json_of_their_own_result(world: World, tools: FunctionTools) -> None:
     """Every replay answers its own result's JSON; a host editing one answer changes no other."""
     proposal, approval_id = _approved(world, tools)

@@ -42,7 +42,13 @@ from effectledger.callers.tool_definitions import (
     openai_chat_tools,
     openai_responses_tools,
 )
-from effectledger.errors import EffectLedgerError, InvalidInput, NotFound, ToolArgumentsRejected
+from effectledger.errors import (
+    AdmissionDenied,
+    EffectLedgerError,
+    InvalidInput,
+    NotFound,
+    ToolArgumentsRejected,
+)
 from effectledger.model.authority import Correlation, Proposal
 from effectledger.model.operations import Context, DispatchResult, OperationState
 from effectledger.model.results import EffectOutcome, EffectResult, TraceStep
@@ -235,14 +241,24 @@ class FunctionTools:
         arguments: str | bytes | Mapping[str, Any] | None,
         *,
         correlation: Correlation | None = None,
+        tenant_id: str | None = None,
     ) -> ToolResult:
         """Answer one tool call for the host's trusted ``context``; never raises for bad input.
 
         Refusals (unknown tool, malformed or invented arguments, a malformed id, a denial, an
         id the context cannot see) come back with ``is_error`` and a stable code, and write
-        nothing. Only errors outside the error tree propagate.
+        nothing. Only errors outside the error tree propagate. ``tenant_id``, when the host
+        names the tenant the call is addressed to, is compared first with ``context``'s: another
+        one is refused at the tenant step (``tenant_mismatch``; a perform answers it as a
+        denial), before anything is read; it can only narrow what the context reaches.
         """
         try:
+            if tenant_id is not None and tenant_id != context.tenant_id:
+                if name == PERFORM_TOOL:  # a perform's refusal is its result, as the API's
+                    return self._performed(self.ledger.perform(context, "", tenant_id=tenant_id))
+                raise AdmissionDenied(
+                    "the call names another tenant than the caller's", reason="tenant_mismatch"
+                )
             definition = self._definitions.get(name) if isinstance(name, str) else None
             if definition is None:
                 raise NotFound(f"no tool {str(name)[:64]!r}", tool=str(name)[:64])
@@ -264,7 +280,9 @@ class FunctionTools:
                 if approval_id is not None:
                     _text_id(approval_id, "approval_id")
                 return self._performed(
-                    self.ledger.perform(context, proposal_id, approval=approval_id)
+                    self.ledger.perform(
+                        context, proposal_id, approval=approval_id, tenant_id=tenant_id
+                    )
                 )
             status = self.ledger.status(
                 context, _text_id(parsed.get("operation_id"), "operation_id")
