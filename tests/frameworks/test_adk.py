@@ -1,0 +1,226 @@
+"""Google ADK's own confirmation flow with the ledger as the gate, on both backends.
+
+A real ``LlmAgent`` under ``Runner`` and ``InMemorySessionService`` with a scripted offline
+model: the pause carries the ledger's proposal and digest; a rejected confirmation and a
+ledger denial reach the model with their reason; one answer can approve one call of a batch
+and reject the other; the identity is read from the application's own object on every run;
+ADK's invocation is part of the call's scope. The receiver's own effect count is the fact
+checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from effectledger import Context
+from effectledger.callers.frameworks.gate import Grant
+from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
+from tests.conftest import count_rows
+from tests.frameworks.drivers import ACTION, ADKDriver, _tool_answer
+
+REFUND_2 = {**REFUND_30, "order_id": "ord-1002"}
+
+
+@pytest.fixture
+def world(store_url: str, tmp_path: Path) -> Iterator[World]:
+    """A fresh ledger and receiver with the refund action."""
+    with fresh_world(store_url, tmp_path / "world") as made:
+        yield made
+
+
+def _call(call_id: str, arguments: dict[str, Any]) -> Any:
+    from google.genai import types
+
+    return types.FunctionCall(id=call_id, name=ACTION, args=dict(arguments))
+
+
+def _text(text: str) -> Any:
+    from google.genai import types
+
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def _answers(events: list[Any]) -> dict[str, dict[str, Any]]:
+    """The ledger tool's answers among ``events``, by function-call id."""
+    return {
+        str(p.function_response.id): dict(p.function_response.response)
+        for e in events
+        for p in (e.content.parts if e.content else [])
+        if p.function_response and p.function_response.name == ACTION
+    }
+
+
+def test_the_pause_carries_the_proposal_and_its_digest(world: World) -> None:
+    """ADK's confirmation request carries the recorded proposal's id and digest; nothing is
+    performed and the model is not asked to summarize the pause."""
+    driver = ADKDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    request = paused.handle
+    proposal = world.app.proposal(AGENT, request.grant.proposal_id)
+    assert request.grant == Grant.of(proposal)
+    assert (request.call_id, request.tool_name, dict(request.arguments)) == (
+        "call-1",
+        ACTION,
+        REFUND_30,
+    )
+    assert proposal.proposal_id in request.hint
+    assert count_rows(world.store_url, "proposals") == 1
+    assert count_rows(world.store_url, "operations") == 0
+    assert world.receiver.counts().effects == 0
+    assert driver.seen == []
+
+
+def test_a_rejected_confirmation_performs_nothing_and_the_model_reads_why(world: World) -> None:
+    """Rejected in ADK (even with the ledger's approval granted), the call is never performed;
+    the model reads ``approval_denied`` with the reviewer's words."""
+    from effectledger.callers.frameworks.adk import reject, reply
+
+    driver = ADKDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    world.app.approve(REVIEWER, paused.handle.grant.proposal_id, digest=paused.handle.grant.digest)
+    message = reply(reject(paused.handle, "the customer withdrew the request"))
+    events, _ = driver.run([], paused.saved, message, AGENT)
+    answer = _tool_answer(events)
+    assert (answer["outcome"], answer["reason"]) == ("denied", "approval_denied")
+    assert answer["note"] == "the customer withdrew the request"
+    assert driver.seen[-1].response["note"] == "the customer withdrew the request"
+    assert world.receiver.counts().effects == 0
+    assert count_rows(world.store_url, "operations") == 0
+
+
+def test_a_ledger_denial_reaches_the_model_with_its_reason(world: World) -> None:
+    """The reviewer denies the proposal in the ledger; confirmed in ADK, the call is refused
+    and the model reads the reviewer's reason."""
+    from effectledger.callers.frameworks.adk import approve, reply
+
+    driver = ADKDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    grant = paused.handle.grant
+    world.app.deny(REVIEWER, grant.proposal_id, digest=grant.digest, reason="over the refund limit")
+    events, _ = driver.run([], paused.saved, reply(approve(paused.handle)), AGENT)
+    answer = _tool_answer(events)
+    assert (answer["outcome"], answer["reason"]) == ("denied", "approval_denied")
+    assert answer["note"] == "over the refund limit"
+    assert driver.seen[-1].response["note"] == "over the refund limit"
+    assert world.receiver.counts().effects == 0
+
+
+def test_one_answer_approves_one_call_of_a_batch_and_rejects_the_other(world: World) -> None:
+    """Two calls in one model turn pause together; one reply approves the first and rejects
+    the second: one effect, the second never performed."""
+    from effectledger.callers.frameworks.adk import approve, confirmation_requests, reject, reply
+
+    driver = ADKDriver(world.app)
+    calls = [_call("call-1", REFUND_30), _call("call-2", REFUND_2)]
+    events, saved = driver.run(calls, None, _text("two refunds"), AGENT)
+    first, second = confirmation_requests(events)
+    assert (first.call_id, second.call_id) == ("call-1", "call-2")
+    for request in (first, second):
+        world.app.approve(REVIEWER, request.grant.proposal_id, digest=request.grant.digest)
+    message = reply(approve(first), reject(second, "one refund per order"))
+    events, _ = driver.run([], saved, message, AGENT)
+    answers = _answers(events)
+    assert answers["call-1"]["outcome"] == "performed"
+    assert (answers["call-2"]["outcome"], answers["call-2"]["note"]) == (
+        "denied",
+        "one refund per order",
+    )
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "operations") == 1
+
+
+@dataclass
+class AppRequest:
+    """An application's own per-request object: its user, and the ledger identity it holds."""
+
+    user: str
+    context: Context
+
+
+@dataclass
+class OtherRequest:
+    """An application object that keeps the identity under a name of its own."""
+
+    who: Context
+
+
+def test_the_applications_own_object_gives_the_identity(world: World) -> None:
+    """The host's own object reaches the tool: its ``context`` attribute by default, or what a
+    ``context_of`` callable reads; an object without one is refused with nothing written."""
+    from effectledger.callers.frameworks.adk import approve, ledger_tool, reply
+
+    driver = ADKDriver(world.app)
+    message = _text("refund")
+    events, _ = driver.run([_call("call-1", REFUND_30)], None, message, OtherRequest(AGENT))
+    assert _tool_answer(events)["error"]["code"] == "not_authenticated"
+    assert count_rows(world.store_url, "proposals") == 0
+
+    paused = driver.pause(AppRequest("ann", AGENT), REFUND_30, "call-1")  # type: ignore[arg-type]
+    world.app.approve(REVIEWER, paused.handle.grant.proposal_id, digest=paused.handle.grant.digest)
+    driver.adapter = ledger_tool(world.app, ACTION, context_of=lambda request: request.who)
+    events, _ = driver.run([], paused.saved, reply(approve(paused.handle)), OtherRequest(AGENT))
+    assert _tool_answer(events)["outcome"] == "performed"
+    assert world.receiver.counts().effects == 1
+
+
+def test_an_answer_given_twice_in_one_session_runs_once(world: World) -> None:
+    """The same confirmation answered again in the live session is not run again (ADK's own
+    bookkeeping); restored from the saved pause, it replays: one effect either way."""
+    from effectledger.callers.frameworks.adk import approve, reply
+
+    driver = ADKDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    world.app.approve(REVIEWER, paused.handle.grant.proposal_id, digest=paused.handle.grant.digest)
+    message = reply(approve(paused.handle))
+    events, after = driver.run([], paused.saved, message, AGENT)
+    assert _tool_answer(events)["outcome"] == "performed"
+    events, _ = driver.run([], after, message, AGENT)
+    assert _answers(events) == {}
+    events, _ = driver.run([], paused.saved, message, AGENT)
+    assert _tool_answer(events)["outcome"] == "replayed"
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "attempts") == 1
+
+
+def test_a_later_invocation_reusing_the_call_id_is_its_own_proposal(world: World) -> None:
+    """The invocation is part of the scope: in the same session, a later turn whose model
+    reuses ``call-1`` is a new proposal and, approved, a second effect."""
+    from effectledger.callers.frameworks.adk import approve, confirmation_requests, reply
+
+    driver = ADKDriver(world.app)
+    call = _call("call-1", REFUND_30)
+    performed = []
+    saved = None
+    for turn in ("refund", "and once more"):
+        events, saved = driver.run([call], saved, _text(turn), AGENT)
+        (request,) = confirmation_requests(events)
+        world.app.approve(REVIEWER, request.grant.proposal_id, digest=request.grant.digest)
+        events, saved = driver.run([], saved, reply(approve(request)), AGENT)
+        performed.append((request.grant.proposal_id, _tool_answer(events)["outcome"]))
+    assert performed[0][0] != performed[1][0]
+    assert [outcome for _, outcome in performed] == ["performed", "performed"]
+    assert count_rows(world.store_url, "proposals") == 2
+    assert world.receiver.counts().effects == 2
+
+
+def test_an_early_answer_is_final_for_that_confirmation(world: World) -> None:
+    """Answered before the ledger approved, the call is refused (``approval_missing``); ADK
+    consumes that confirmation, so answering it again after the approval performs nothing."""
+    from effectledger.callers.frameworks.adk import approve, reply
+
+    driver = ADKDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    message = reply(approve(paused.handle))
+    events, after = driver.run([], paused.saved, message, AGENT)
+    answer = _tool_answer(events)
+    assert (answer["outcome"], answer["reason"]) == ("denied", "approval_missing")
+    world.app.approve(REVIEWER, paused.handle.grant.proposal_id, digest=paused.handle.grant.digest)
+    events, _ = driver.run([], after, message, AGENT)
+    assert _answers(events) == {}
+    assert world.receiver.counts().effects == 0
+    assert count_rows(world.store_url, "operations") == 0
