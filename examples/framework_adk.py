@@ -27,7 +27,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService, Session
 from google.genai import types
 
-from effectledger import Context
+from effectledger import AdmissionDenied, Context
 from effectledger.callers.frameworks.adk import (
     acting_as,
     approve,
@@ -104,7 +104,11 @@ async def main() -> None:
     ledger.approve(RITA, grant.proposal_id, digest=grant.digest)
 
     async def resume(session: str) -> str:
-        events, _ = await run(session, reply(approve(confirmation)))
+        try:
+            events, _ = await run(session, reply(approve(confirmation)))
+        except AdmissionDenied as refused:  # refused for this resume: the confirmation stays open
+            answer = refused.details["answer"]
+            return f"{answer['outcome']} {answer['reason']}"
         answers = [
             p.function_response.response
             for e in events

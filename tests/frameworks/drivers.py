@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from effectledger import Context, EffectLedger, Proposal
+from effectledger import AdmissionDenied, Context, EffectLedger, EffectLedgerError, Proposal
 from effectledger.callers.frameworks.gate import Grant
 
 JSON = dict[str, Any]
@@ -404,6 +404,7 @@ class ADKDriver:
         self.adapter = ledger_tool(app, ACTION)
         self.app = app
         self.seen: list[Any] = []
+        self.saved = ""
 
     def agent(self, calls: list[Any]) -> Any:
         """The ADK agent whose model makes ``calls`` first."""
@@ -415,7 +416,7 @@ class ADKDriver:
 
     def run(self, calls: list[Any], saved: str | None, message: Any, host: object) -> Any:
         """Run (or resume the saved session) with ``message`` as ``host``: the events and the
-        session as saved after."""
+        session as saved after (also kept in ``self.saved``, when the run raises too)."""
         from google.adk.runners import Runner
         from google.adk.sessions import InMemorySessionService, Session
 
@@ -436,16 +437,19 @@ class ADKDriver:
                 app_name=self.app_name, agent=self.agent(calls), session_service=service
             )
             events = []
-            with acting_as(host):
-                async for event in runner.run_async(
-                    user_id=self.user_id, session_id=session.id, new_message=message
-                ):
-                    events.append(event)
-            after = await service.get_session(
-                app_name=self.app_name, user_id=self.user_id, session_id=session.id
-            )
-            assert after is not None
-            return events, after.model_dump_json()
+            try:
+                with acting_as(host):
+                    async for event in runner.run_async(
+                        user_id=self.user_id, session_id=session.id, new_message=message
+                    ):
+                        events.append(event)
+            finally:
+                after = await service.get_session(
+                    app_name=self.app_name, user_id=self.user_id, session_id=session.id
+                )
+                assert after is not None
+                self.saved = after.model_dump_json()
+            return events, self.saved
 
         return asyncio.run(go())
 
@@ -470,9 +474,14 @@ class ADKDriver:
     def resume(self, paused: Paused, context: Context | None, grant: Grant | None) -> JSON:
         from effectledger.callers.frameworks.adk import approve, reply
 
-        request = paused.handle
-        part = approve(request.confirmation_id, grant)
-        events, _ = self.run([], paused.saved, reply(part), context)
+        part = approve(paused.handle.confirmation_id, grant)
+        try:
+            events, _ = self.run([], paused.saved, reply(part), context)
+        except AdmissionDenied as refused:  # refused for this resume: the confirmation stays open
+            answer: JSON = refused.details["answer"]
+            return answer
+        except EffectLedgerError as exc:
+            return {"error": exc.to_dict()}
         return _tool_answer(events)
 
     def edited(self, paused: Paused, amount: int) -> Paused:

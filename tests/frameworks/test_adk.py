@@ -10,6 +10,7 @@ checked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from effectledger import Context
 from effectledger.callers.frameworks.gate import Grant
-from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
+from tests.callers.scenarios import AGENT, MALLORY, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows
 from tests.frameworks.drivers import ACTION, ADKDriver, _tool_answer
 
@@ -53,6 +54,16 @@ def _answers(events: list[Any]) -> dict[str, dict[str, Any]]:
         for p in (e.content.parts if e.content else [])
         if p.function_response and p.function_response.name == ACTION
     }
+
+
+def _results_in(saved: str) -> int:
+    """How many results of the ledger tool a saved session holds."""
+    return sum(
+        1
+        for event in json.loads(saved)["events"]
+        for part in ((event.get("content") or {}).get("parts") or [])
+        if (part.get("function_response") or {}).get("name") == ACTION
+    )
 
 
 def test_the_pause_carries_the_proposal_and_its_digest(world: World) -> None:
@@ -208,19 +219,67 @@ def test_a_later_invocation_reusing_the_call_id_is_its_own_proposal(world: World
     assert world.receiver.counts().effects == 2
 
 
-def test_an_early_answer_is_final_for_that_confirmation(world: World) -> None:
-    """Answered before the ledger approved, the call is refused (``approval_missing``); ADK
-    consumes that confirmation, so answering it again after the approval performs nothing."""
+def test_an_early_or_wrong_answer_leaves_the_confirmation_open(world: World) -> None:
+    """Answered before the ledger approved, with a forged grant or as another actor, the
+    resume raises ``admission_denied`` to the host and performs nothing; ADK's confirmation
+    stays open, so the right answer afterwards performs once."""
+    from effectledger import AdmissionDenied
     from effectledger.callers.frameworks.adk import approve, reply
 
     driver = ADKDriver(world.app)
     paused = driver.pause(AGENT, REFUND_30, "call-1")
-    message = reply(approve(paused.handle))
-    events, after = driver.run([], paused.saved, message, AGENT)
-    answer = _tool_answer(events)
-    assert (answer["outcome"], answer["reason"]) == ("denied", "approval_missing")
-    world.app.approve(REVIEWER, paused.handle.grant.proposal_id, digest=paused.handle.grant.digest)
-    events, _ = driver.run([], after, message, AGENT)
-    assert _answers(events) == {}
+    grant = paused.handle.grant
+    forged = Grant(proposal_id="prop-forged", digest=grant.digest)
+    saved = paused.saved
+    for answer, who, reason in (
+        (approve(paused.handle), AGENT, "approval_missing"),
+        (approve(paused.handle, forged), AGENT, "not_found"),
+        (approve(paused.handle), MALLORY, "actor_mismatch"),
+    ):
+        if reason == "not_found":
+            world.app.approve(REVIEWER, grant.proposal_id, digest=grant.digest)
+        with pytest.raises(AdmissionDenied) as refused:
+            driver.run([], saved, reply(answer), who)
+        assert refused.value.reason == reason
+        assert refused.value.details["answer"]["outcome"] == "denied"
+        saved = driver.saved  # the session as the failed resume left it: the answer, no result
+        assert _results_in(saved) == 1  # the pause's placeholder only
     assert world.receiver.counts().effects == 0
     assert count_rows(world.store_url, "operations") == 0
+    events, saved = driver.run([], saved, reply(approve(paused.handle)), AGENT)
+    assert _tool_answer(events)["outcome"] == "performed"
+    events, _ = driver.run([], saved, reply(approve(paused.handle)), AGENT)
+    assert _answers(events) == {}
+    assert world.receiver.counts().effects == 1
+
+
+def test_a_resume_outside_acting_as_raises_and_writes_nothing(world: World) -> None:
+    """A confirmed answer run without the host's identity raises ``not_authenticated`` before
+    anything is read or written, and leaves the confirmation open."""
+    from effectledger.callers.frameworks.adk import approve, reply
+    from effectledger.errors import NotAuthenticated
+
+    driver = ADKDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    grant = paused.handle.grant
+    world.app.approve(REVIEWER, grant.proposal_id, digest=grant.digest)
+    events = count_rows(world.store_url, "audit_events")
+    with pytest.raises(NotAuthenticated):
+        driver.run([], paused.saved, reply(approve(paused.handle)), None)
+    assert count_rows(world.store_url, "audit_events") == events
+    done, _ = driver.run([], driver.saved, reply(approve(paused.handle)), AGENT)
+    assert _tool_answer(done)["outcome"] == "performed"
+    assert world.receiver.counts().effects == 1
+
+
+def test_smuggled_fields_are_invalid_input_and_write_nothing(world: World) -> None:
+    """A model call with fields the action does not declare is answered ``invalid_input`` at
+    the pause: no proposal, no confirmation request."""
+    from effectledger.callers.frameworks.adk import confirmation_requests
+
+    driver = ADKDriver(world.app)
+    smuggled = {**REFUND_30, "approved_by": "rita", "tenant_id": "globex"}
+    events, _ = driver.run([_call("call-1", smuggled)], None, _text("refund"), AGENT)
+    assert _tool_answer(events)["error"]["code"] == "invalid_input"
+    assert confirmation_requests(events) == []
+    assert count_rows(world.store_url, "proposals") == 0

@@ -16,18 +16,22 @@ still work. The host:
 
 On the confirmed call the tool rereads the proposal as that identity, compares the arguments
 ADK is about to run (an edited session) and performs through
-:class:`~effectledger.callers.frameworks.gate.LedgerGate`: a repeat is ``replayed``, other
-arguments ``digest_mismatch``. A rejected confirmation never performs: the model reads
-``denied`` / ``approval_denied`` with the reviewer's words as ``note``; a denial recorded in
-the ledger reaches the model the same way.
+:class:`~effectledger.callers.frameworks.gate.LedgerGate`: a repeat is ``replayed``. A
+rejected confirmation never performs: the model reads ``denied`` / ``approval_denied`` with the
+reviewer's words as ``note``; a denial recorded in the ledger reaches the model the same way.
+
+ADK consumes a confirmation once the tool has answered it. So a confirmed answer the ledger
+refuses for what this resume brought — no approval yet, no grant or another call's (other
+arguments in the session are another digest), another identity, none at all — is not the
+call's answer: it raises out of ``run_async`` (``AdmissionDenied`` with the result in
+``details["answer"]``, or ``NotAuthenticated``), nothing is written or sent, and ADK's
+confirmation stays open, so a correct answer can follow. ADK records the failure as an error
+event in the session.
 
 A call's proposal is scoped to its conversation: the session (app name, user id, session id)
 and ADK's invocation id, which a confirmation's resume keeps. The same function-call id in two
-sessions is two proposals and two effects; on the confirmed call the tool checks that the
-grant is this conversation's call (else ``digest_mismatch``).
-
-ADK consumes a confirmation at its first answer (it never reruns the tool for an answer it
-already handled): answer it once the ledger has decided.
+sessions, or in a later invocation of one session, is two proposals and two effects; on the
+confirmed call the tool checks that the grant is this conversation's call.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from effectledger.callers.frameworks.gate import (
     require_context,
     require_scope,
 )
-from effectledger.errors import EffectLedgerError, InvalidInput
+from effectledger.errors import AdmissionDenied, EffectLedgerError, InvalidInput
 from effectledger.extras import require_extra
 
 if TYPE_CHECKING:
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIRMATION_CALL",
+    "RESUME_REASONS",
     "ConfirmationRequest",
     "LedgerTool",
     "acting_as",
@@ -69,6 +74,7 @@ __all__ = [
     "ledger_tool",
     "reject",
     "reply",
+    "resume_refusal",
 ]
 
 FRAMEWORK = "google-adk"
@@ -78,6 +84,32 @@ CONFIRMATION_CALL = "adk_request_confirmation"
 ContextOf = Callable[[Any], object]
 
 _HOST: ContextVar[object] = ContextVar("effectledger_adk_host")
+
+RESUME_REASONS = frozenset(
+    {
+        DenialReason.APPROVAL_MISSING,
+        DenialReason.DIGEST_MISMATCH,
+        DenialReason.ACTOR_MISMATCH,
+        DenialReason.TENANT_MISMATCH,
+        DenialReason.NOT_FOUND,
+    }
+)
+"""The refusals of a confirmed answer that come from what this resume brought (no approval
+yet, no grant or another call's, another identity): raised to the host, never the call's
+answer, so a correct answer of the same confirmation can follow."""
+
+
+def resume_refusal(result: EffectResult) -> AdmissionDenied:
+    """The error a confirmed answer raises when the ledger refused it for this resume:
+    ``reason`` is the refusal's, ``details["answer"]`` the result (nothing was performed)."""
+    reason = (result.reason or DenialReason.POLICY_DENIED).value
+    return AdmissionDenied(
+        f"the ledger refused this confirmation ({reason}); nothing was performed and ADK's "
+        "confirmation is still open: answer it again once the ledger approved the call, with "
+        "its grant and the identity that proposed it",
+        reason=reason,
+        answer=result.to_dict(),
+    )
 
 
 @contextmanager
@@ -126,32 +158,42 @@ class LedgerTool:
         self.tool: BaseTool = _tool_class()(self)
 
     def call(self, arguments: Mapping[str, Any], tool_context: ToolContext) -> dict[str, Any]:
-        """What the tool answers ADK for one call (the pause, a result or an error)."""
+        """What the tool answers ADK for one call: the pause, or the confirmed call's result.
+
+        Raises, out of ``run_async`` and leaving ADK's confirmation open, for an answer this
+        resume cannot use (:func:`resume_refusal`)."""
+        confirmation = tool_context.tool_confirmation
         try:
-            host = _HOST.get(None)
-            who = require_context(
-                None if host is None else self.context_of(host),
-                f"{FRAMEWORK} tool execution (run it inside acting_as(...))",
-            )
+            who = self._identity()
             call_id = tool_context.function_call_id
             if not call_id:
                 raise InvalidInput("a tool call needs its id", field="tool_call_id")
             scope = conversation_scope(tool_context)
-            confirmation = tool_context.tool_confirmation
             if confirmation is None:
                 return self._pause(who, call_id, arguments, scope, tool_context)
-            if not confirmation.confirmed:
-                return _denied(_reason(confirmation.payload) or confirmation.hint or None)
-            result = self.gate.perform(
-                who,
-                _grant(confirmation.payload),
-                tool_name=self.gate.name,
-                arguments=arguments,
-                call=(call_id, scope),
-            )
         except EffectLedgerError as exc:
+            if confirmation is not None:
+                raise  # the host's resume, not the model's call: the confirmation stays open
             return {"error": exc.to_dict()}
+        if not confirmation.confirmed:
+            return _denied(_reason(confirmation.payload) or confirmation.hint or None)
+        result = self.gate.perform(
+            who,
+            _grant(confirmation.payload),
+            tool_name=self.gate.name,
+            arguments=arguments,
+            call=(call_id, scope),
+        )
+        if result.reason in RESUME_REASONS:
+            raise resume_refusal(result)
         return result.to_dict()
+
+    def _identity(self) -> Context:
+        host = _HOST.get(None)
+        return require_context(
+            None if host is None else self.context_of(host),
+            f"{FRAMEWORK} tool execution (run it inside acting_as(...))",
+        )
 
     def _pause(
         self,
