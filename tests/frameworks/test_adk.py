@@ -11,6 +11,7 @@ checked.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,3 +284,40 @@ def test_smuggled_fields_are_invalid_input_and_write_nothing(world: World) -> No
     assert _tool_answer(events)["error"]["code"] == "invalid_input"
     assert confirmation_requests(events) == []
     assert count_rows(world.store_url, "proposals") == 0
+
+
+def _open_files(prefix: str) -> int:
+    """How many of this process's file descriptors are open on files under ``prefix``."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        count += target.startswith(prefix)
+    return count
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to count files")
+def test_a_thousand_cycles_keep_the_store_connections_bounded(tmp_path: Path) -> None:
+    """A thousand pause-approve-resume cycles, each in ADK event loops of its own, perform a
+    thousand effects while the SQLite ledger's open files stay within what the host's thread
+    and the adapter's few worker threads hold (a database and a log file per connection, one
+    shared index), however many loops came and went."""
+    from effectledger.callers.frameworks.adk import WORKERS, approve, reply
+
+    ledger_file = tmp_path / "ledger.db"
+    with fresh_world(f"sqlite:///{ledger_file}", tmp_path / "world") as world:
+        driver = ADKDriver(world.app)
+        opened: dict[int, int] = {}
+        for cycle in range(1, 1001):
+            paused = driver.pause(AGENT, {**REFUND_30, "order_id": f"ord-{cycle}"}, "call-1")
+            grant = paused.handle.grant
+            world.app.approve(REVIEWER, grant.proposal_id, digest=grant.digest)
+            events, _ = driver.run([], paused.saved, reply(approve(paused.handle)), AGENT)
+            assert _tool_answer(events)["outcome"] == "performed"
+            if cycle % 100 == 0:
+                opened[cycle] = _open_files(str(ledger_file))
+        assert world.receiver.counts().effects == 1000
+    assert max(opened.values()) <= 2 * (1 + WORKERS) + 1, opened

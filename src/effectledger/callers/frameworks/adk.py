@@ -37,8 +37,12 @@ confirmed call the tool checks that the grant is this conversation's call.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -333,6 +337,22 @@ def _denied(note: str | None) -> dict[str, Any]:
     ).to_dict()
 
 
+WORKERS = 4
+"""How many threads run the ADK adapter's ledger calls, shared by every ledger tool."""
+
+_WORKERS: list[ThreadPoolExecutor] = []
+_WORKERS_LOCK = threading.Lock()
+
+
+def _workers() -> ThreadPoolExecutor:
+    with _WORKERS_LOCK:
+        if not _WORKERS:
+            _WORKERS.append(
+                ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="effectledger-adk")
+            )
+        return _WORKERS[0]
+
+
 _TOOL_CLASS: Callable[[LedgerTool], BaseTool] | None = None
 
 
@@ -362,8 +382,13 @@ def _tool_class() -> Callable[[LedgerTool], BaseTool]:
             )
 
         async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
-            # the ledger's calls block: a worker thread (it carries the host's acting_as)
-            return await asyncio.to_thread(self.owner.call, dict(args), tool_context)
+            # the ledger's calls block: one of the adapter's few threads, which outlive ADK's
+            # event loops (a thread per loop would open a store connection per loop); the
+            # copied context carries the host's acting_as
+            call = functools.partial(
+                contextvars.copy_context().run, self.owner.call, dict(args), tool_context
+            )
+            return await asyncio.get_running_loop().run_in_executor(_workers(), call)
 
     _TOOL_CLASS = EffectLedgerTool
     return EffectLedgerTool
