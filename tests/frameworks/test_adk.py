@@ -321,3 +321,38 @@ def test_a_thousand_cycles_keep_the_store_connections_bounded(tmp_path: Path) ->
                 opened[cycle] = _open_files(str(ledger_file))
         assert world.receiver.counts().effects == 1000
     assert max(opened.values()) <= 2 * (1 + WORKERS) + 1, opened
+
+
+def test_the_sync_runner_carries_the_hosts_identity(world: World) -> None:
+    """``Runner.run``, ADK's synchronous form on a thread of its own, reads the identity set
+    by ``acting_as`` too: the pause proposes as the host, the answer performs once."""
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+
+    from effectledger.callers.frameworks.adk import (
+        acting_as,
+        approve,
+        confirmation_requests,
+        reply,
+    )
+
+    driver = ADKDriver(world.app)
+    service = InMemorySessionService()
+    session = service.create_session_sync(app_name="refunds", user_id="customer-1")
+    runner = Runner(
+        app_name="refunds",
+        agent=driver.agent([_call("call-1", REFUND_30)]),
+        session_service=service,
+    )
+
+    def run(message: Any) -> list[Any]:
+        with acting_as(AppRequest("ann", AGENT)):
+            return list(
+                runner.run(user_id="customer-1", session_id=session.id, new_message=message)
+            )
+
+    (request,) = confirmation_requests(run(_text("refund")))
+    assert world.app.proposal(AGENT, request.grant.proposal_id).proposer_id == AGENT.actor_id
+    world.app.approve(REVIEWER, request.grant.proposal_id, digest=request.grant.digest)
+    assert _tool_answer(run(reply(approve(request))))["outcome"] == "performed"
+    assert world.receiver.counts().effects == 1
