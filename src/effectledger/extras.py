@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "openai-agents": ("agents",),
     "langgraph": ("langgraph", "langchain"),
     "pydantic-ai": ("pydantic_ai",),
+    "adk": ("google.adk",),
 }
 
 

@@ -21,6 +21,7 @@ def _run(script: str, folder: Path) -> str:
         ("framework_openai_agents.py", "resume again", "edited state"),
         ("framework_langgraph.py", "resume the paused checkpoint again", None),
         ("framework_maf.py", "resume the saved session again", None),
+        ("framework_adk.py", "resume the saved session again", "edited session"),
     ],
 )
 def test_framework_example(script: str, again: str, edited: str | None, tmp_path: Path) -> None:

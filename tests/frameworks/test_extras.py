@@ -37,6 +37,12 @@ def _pydantic_ai(app: EffectLedger) -> object:
     return ledger_tool(app, "refund_order")
 
 
+def _adk(app: EffectLedger) -> object:
+    from effectledger.callers.frameworks.adk import ledger_tool
+
+    return ledger_tool(app, "refund_order")
+
+
 @pytest.mark.parametrize(
     ("extra", "build"),
     [
@@ -44,6 +50,7 @@ def _pydantic_ai(app: EffectLedger) -> object:
         ("openai-agents", _openai_agents),
         ("langgraph", _langgraph),
         ("pydantic-ai", _pydantic_ai),
+        ("adk", _adk),
     ],
 )
 def test_missing_framework_names_its_extra(

@@ -158,6 +158,12 @@ def test_identity_edited_in_saved_state_acts_as_the_host(world: World, framework
         state = json.loads(paused.saved)
         state["context"]["context"] = {"effectledger_context": forged, **forged}
         paused = Paused(json.dumps(state), paused.call_id, paused.handle, paused.scope)
+    elif framework == "adk":
+        state = json.loads(paused.saved)
+        state["state"]["effectledger_context"] = forged
+        for event in state["events"]:
+            event["custom_metadata"] = {"effectledger_context": forged}
+        paused = Paused(json.dumps(state), paused.call_id, paused.handle, paused.scope)
     # LangGraph and Pydantic AI keep no identity in their saved state: runtime.context / deps
     result = driver.resume(paused, AGENT, grant)
     assert result["outcome"] == "performed"

@@ -4,6 +4,7 @@
 - :mod:`~effectledger.callers.frameworks.openai_agents` — OpenAI Agents SDK (``[openai-agents]``)
 - :mod:`~effectledger.callers.frameworks.langgraph` — LangGraph / LangChain (``[langgraph]``)
 - :mod:`~effectledger.callers.frameworks.pydantic_ai` — Pydantic AI (``[pydantic-ai]``)
+- :mod:`~effectledger.callers.frameworks.adk` — Google ADK (``[adk]``)
 
 Each keeps the framework's own approval pause and makes the ledger the gate at execution
 (:mod:`~effectledger.callers.frameworks.gate`): the pause carries only a proposal id and its
