@@ -55,13 +55,13 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import AnyHttpUrl
 
 from effectledger import Context, DestinationRef, EffectLedger, LedgerSettings, SimulatedReceiver
-from effectledger.callers.function_tools import FunctionTools
 from effectledger.callers.mcp import (
     TokenIdentities,
     _RawArguments,
     build_server,
     serve_http_in_thread,
 )
+from effectledger.callers.tools.function_tools import FunctionTools
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.store import open_store as open_ledger_store
 

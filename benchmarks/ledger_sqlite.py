@@ -52,7 +52,7 @@ from effectledger import (
     OperationState,
     SimulatedReceiver,
 )
-from effectledger.callers.dispatch_tool import DispatchTool
+from effectledger.callers.tools.dispatch import DispatchTool
 from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
 from effectledger.examples.refunds import OrderBook, refund_action
 from effectledger.ledger import Ledger, LedgerSettings

@@ -20,8 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from effectledger import Context, EffectLedger, EffectLedgerError
-from effectledger.callers.function_tools import FunctionTools
 from effectledger.callers.mcp import TokenIdentities, build_server, serve_http_in_thread
+from effectledger.callers.tools.function_tools import FunctionTools
 from tests.callers.scenarios import AGENT, JSON, MALLORY, OUTSIDER
 
 TOKENS = {"token-agent-7": AGENT, "token-mallory": MALLORY, "token-outsider": OUTSIDER}

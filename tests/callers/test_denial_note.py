@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from effectledger.callers.frameworks.gate import result_text
-from effectledger.callers.function_tools import FunctionTools
+from effectledger.callers.tools.function_tools import FunctionTools
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.callers.paths import caller_for
 from tests.callers.scenarios import AGENT, REVIEWER, World, fresh_world

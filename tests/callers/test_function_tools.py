@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from effectledger import Context, InvalidInput, OperationState, SubmitMode, connect
 from effectledger.actions.policy import RulePolicy
 from effectledger.actions.registry import Action
-from effectledger.callers.function_tools import (
+from effectledger.callers.tools.function_tools import (
     IDENTITY_FIELDS,
     MAX_ARGUMENTS_BYTES,
     FunctionTools,
@@ -39,7 +39,7 @@ from effectledger.callers.function_tools import (
     openai_chat_tools,
     openai_responses_tools,
 )
-from effectledger.callers.guidance import UNCERTAIN, result_guidance
+from effectledger.callers.tools.guidance import UNCERTAIN, result_guidance
 from tests.callers.scenarios import AGENT, OUTSIDER, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows
 
@@ -403,7 +403,7 @@ def test_replays_answer_the_json_of_their_own_result(world: World, tools: Functi
 def test_importing_effectledger_does_not_import_the_sdks() -> None:
     """The tools, and the package, load without mcp, openai or anthropic being imported."""
     code = (
-        "import sys, effectledger, effectledger.callers.function_tools, "
+        "import sys, effectledger, effectledger.callers.tools.function_tools, "
         "effectledger.cli, effectledger.cli.mcp\n"
         "loaded = [m for m in ('mcp', 'openai', 'anthropic') if m in sys.modules]\n"
         "assert not loaded, loaded"

@@ -23,8 +23,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from effectledger.callers.function_tools import FunctionTools
 from effectledger.callers.mcp import TokenIdentities, token_digest
+from effectledger.callers.tools.function_tools import FunctionTools
 from effectledger.cli import build_parser
 from effectledger.cli import main as cli_main
 from tests.callers.paths import MCPCaller, http_client, mcp_over_http, result_json

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from effectledger.callers.mcp import TokenIdentities, build_server, serve_http_in_thread
-from effectledger.callers.review_tools import PENDING_TOOL, ReviewTools
+from effectledger.callers.tools.review import PENDING_TOOL, ReviewTools
 from tests.callers.paths import TOKENS, http_client, result_json
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
 from tests.callers.stdio_app import build

@@ -22,7 +22,7 @@ from effectledger import (
     TamperedCommand,
 )
 from effectledger.audit import verify_chain
-from effectledger.callers.dispatch_tool import DispatchTool
+from effectledger.callers.tools.dispatch import DispatchTool
 from effectledger.errors import ToolArgumentsRejected
 from effectledger.ledger import Ledger
 from effectledger.model.operations import Row

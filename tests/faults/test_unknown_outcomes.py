@@ -26,7 +26,7 @@ from effectledger import (
     SimulatedReceiver,
 )
 from effectledger.audit import verify_chain
-from effectledger.callers.dispatch_tool import DispatchTool
+from effectledger.callers.tools.dispatch import DispatchTool
 from effectledger.ledger import Ledger
 from effectledger.store import open_store
 from effectledger.workers import Executor, RecoveryWorker

@@ -189,7 +189,7 @@ def test_roles_that_only_read_write_nothing_through_python_and_tools(api: HttpWo
     """The same access rule holds for the Python API and the function tools: an auditor-only
     context's propose and perform are refused with not_permitted, and nothing is written."""
     from effectledger import Context, NotPermitted
-    from effectledger.callers.function_tools import FunctionTools
+    from effectledger.callers.tools.function_tools import FunctionTools
 
     auditor = Context(tenant_id="acme", actor_id="audra", roles=frozenset({"auditor"}))
     proposal, _ = approved(api)
@@ -211,7 +211,7 @@ def test_a_foreign_proposal_id_reads_the_same_through_http_python_and_tools(
     """Another tenant's proposal id is not_found with one and the same result, trace included,
     through the HTTP API, the Python API and the function tools; nothing is written."""
     from effectledger import Context
-    from effectledger.callers.function_tools import FunctionTools
+    from effectledger.callers.tools.function_tools import FunctionTools
 
     proposal, approval = approved(api)
     before = api.written()

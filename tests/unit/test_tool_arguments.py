@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectledger.callers.function_tools import parse_arguments
+from effectledger.callers.tools.function_tools import parse_arguments
 from effectledger.errors import InvalidInput
 
 

@@ -1,1 +1,3 @@
-"""Thin callers of the public API (EffectLedger): dispatch tool, function tools, MCP, HTTP API."""
+"""Thin callers of the public API (EffectLedger), one room each: ``tools`` (function tools, their
+definitions and provider formats, the dispatch and reviewer's tools), ``mcp``, ``http`` (the
+HTTP API and its queue), ``desk``, ``notify`` and ``frameworks``."""

@@ -3,7 +3,8 @@
 A host builds it from its :class:`~effectledger.EffectLedger`: ``build_server(ledger,
 identities=...)`` for streamable HTTP, ``build_server(ledger, context=...)`` for stdio, or runs
 it with :func:`serve_stdio` and :func:`serve_streamable_http` (what ``effectledger mcp`` calls).
-The server lists exactly the tools of :class:`~effectledger.callers.function_tools.FunctionTools`
+The server lists exactly the tools of
+:class:`~effectledger.callers.tools.function_tools.FunctionTools`
 (same names, schemas and descriptions), with annotations that tell the truth: the propose tools
 only record, ``perform_proposal`` may change the world but repeating it adds nothing, and
 ``operation_status`` only reads. A call is answered by the same host dispatch as a function
@@ -43,8 +44,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AnyHttpUrl, ConfigDict
 
 from effectledger.app.ledger import EffectLedger
-from effectledger.callers.function_tools import FunctionTools, ToolDefinition, ToolResult
-from effectledger.callers.review_tools import ReviewTools
+from effectledger.callers.tools.function_tools import FunctionTools, ToolDefinition, ToolResult
+from effectledger.callers.tools.review import ReviewTools
 from effectledger.errors import EffectLedgerError, InvalidInput, NotPermitted
 from effectledger.model.authority import Correlation
 from effectledger.model.operations import Context
@@ -220,7 +221,7 @@ def build_server(
     ``identities`` (for streamable HTTP): every request must carry a bearer token they know.
     ``context`` (for stdio): the launching host's context, used for every call. ``server_url``
     is the public URL of the HTTP endpoint (the resource the tokens are for). ``review`` adds
-    the reviewer's read-only ``pending_proposals`` tool (:mod:`effectledger.callers.review_tools`)
+    the reviewer's read-only ``pending_proposals`` tool (:mod:`effectledger.callers.tools.review`)
     for servers that reviewers, not agents, connect to.
     """
     if (identities is None) == (context is None):

@@ -23,7 +23,7 @@ from effectledger.app.ledger import EffectLedger
 from effectledger.app.protection import create_keys
 from effectledger.audit.log.origins import origin_for
 from effectledger.audit.sealing.sealer import SealReport
-from effectledger.callers.dispatch_tool import DispatchTool
+from effectledger.callers.tools.dispatch import DispatchTool
 from effectledger.cli.audit import EVENT_COLUMNS, events_rows
 from effectledger.cli.options import Commands, add_wide
 from effectledger.cli.output import Output

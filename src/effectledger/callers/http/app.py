@@ -14,7 +14,7 @@ that. Every error, from a refused credential to an unknown route, has one JSON s
 stream passes the limit) before anything parses it.
 
 ``GET /v1/proposals?state=pending`` is the reviewer's queue
-(:mod:`effectledger.callers.http_queue`).
+(:mod:`effectledger.callers.http.queue`).
 ``POST /v1/proposals/{id}/perform`` is idempotent: repeating it returns the recorded result
 (``replayed``) and sends nothing. A denial is ``403 admission_denied`` (``404 not_found`` for an
 unknown or another tenant's proposal) carrying the ledger's result in ``details.result``.
@@ -64,7 +64,7 @@ from effectledger.callers.http.models import (
     proposal_json,
     sentence_json,
 )
-from effectledger.callers.http_queue import add_queue_route
+from effectledger.callers.http.queue import add_queue_route
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.authority import Correlation
 from effectledger.model.operations import Context

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from effectledger.callers.formats import anthropic, openai_chat, openai_responses
-from effectledger.callers.formats.parts import CallParts, field_of
+from effectledger.callers.tools.formats import anthropic, openai_chat, openai_responses
+from effectledger.callers.tools.formats.parts import CallParts, field_of
 from effectledger.errors import InvalidInput
 
 __all__ = ["FORMATS", "CallParts", "ToolFormat", "field_of", "format_of"]

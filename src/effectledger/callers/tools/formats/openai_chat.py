@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from effectledger.callers.formats.parts import CallParts
-from effectledger.callers.formats.parts import field_of as _field
+from effectledger.callers.tools.formats.parts import CallParts
+from effectledger.callers.tools.formats.parts import field_of as _field
 
 NAME = "openai-chat"
 

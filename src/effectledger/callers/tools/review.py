@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from effectledger.app import EffectLedger
-from effectledger.callers.function_tools import ToolResult, parse_arguments
-from effectledger.callers.tool_definitions import ToolDefinition
+from effectledger.callers.tools.definitions import ToolDefinition
+from effectledger.callers.tools.function_tools import ToolResult, parse_arguments
 from effectledger.errors import EffectLedgerError, InvalidInput, NotFound
 from effectledger.model import Context
 from effectledger.model.authority import Correlation

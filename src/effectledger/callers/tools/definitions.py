@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from effectledger.actions.registry import Action, ActionRegistry
-from effectledger.callers.formats import anthropic, openai_chat, openai_responses
+from effectledger.callers.tools.formats import anthropic, openai_chat, openai_responses
 from effectledger.errors import InvalidInput
 
 __all__ = [

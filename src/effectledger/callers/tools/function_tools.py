@@ -2,7 +2,7 @@
 
 For every registered action there is a ``propose_<action>`` tool whose parameters are exactly
 the action's arguments, plus ``perform_proposal`` and ``operation_status``, which take only ids
-(see :mod:`effectledger.callers.tool_definitions`; this module re-exports its names).
+(see :mod:`effectledger.callers.tools.definitions`; this module re-exports its names).
 :func:`openai_chat_tools`, :func:`openai_responses_tools` and :func:`anthropic_tools` render
 them in each provider's tool format.
 
@@ -29,9 +29,7 @@ from typing import Any
 import pydantic_core
 
 from effectledger.app.ledger import EffectLedger
-from effectledger.callers.formats import anthropic, format_of, openai_chat, openai_responses
-from effectledger.callers.guidance import error_guidance, proposal_guidance, result_guidance
-from effectledger.callers.tool_definitions import (
+from effectledger.callers.tools.definitions import (
     IDENTITY_FIELDS,
     PERFORM_TOOL,
     PROPOSE_PREFIX,
@@ -42,6 +40,8 @@ from effectledger.callers.tool_definitions import (
     openai_chat_tools,
     openai_responses_tools,
 )
+from effectledger.callers.tools.formats import anthropic, format_of, openai_chat, openai_responses
+from effectledger.callers.tools.guidance import error_guidance, proposal_guidance, result_guidance
 from effectledger.errors import (
     AdmissionDenied,
     EffectLedgerError,
