@@ -150,6 +150,25 @@ def main(argv: list[str] | None = None) -> int:
                     ("acme", "refunds"),
                 ).fetchall(),
             ),
+            (
+                "history",
+                "/desk/history",
+                lambda: raw.execute(
+                    load_queries("sqlite")["decisions_page"],
+                    {
+                        "tenant_id": "acme",
+                        "decider": None,
+                        "action": None,
+                        "decision": None,
+                        "since_us": None,
+                        "until_us": None,
+                        "search": None,
+                        "before_us": None,
+                        "before_id": None,
+                        "limit": 50,
+                    },
+                ).fetchall(),
+            ),
         ]
         print(f"{'page':>22}  {'server ms':>9}  {'raw query ms':>12}  {'floor ms':>8}")
         for name, path, floor in pages:

@@ -103,11 +103,16 @@ def test_definitions_are_anthropic_tools(tmp_path: Path) -> None:
 
 
 def test_propose_tool_takes_only_the_action_arguments(tmp_path: Path) -> None:
-    """propose_<action> lists the action's fields with their descriptions and nothing else."""
+    """propose_<action> lists the action's fields with their descriptions and, optional and
+    not required, the model's ``stated_reason``; nothing else."""
     definition = offline_tools(tmp_path).definitions()[0]
     schema = dict(definition.parameters)
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"order_id", "amount_minor", "currency", "reason"}
+    assert set(schema["properties"]) == {
+        "order_id", "amount_minor", "currency", "reason", "stated_reason"
+    }  # fmt: skip
+    assert "stated_reason" not in schema["required"]
+    assert definition.takes_reason
     assert not IDENTITY_FIELDS & set(schema["properties"])
     assert all(field["description"] for field in schema["properties"].values())
     validator = jsonschema.Draft202012Validator(schema)
@@ -346,6 +351,26 @@ def test_another_tenants_ids_read_as_unknown(world: World, tools: FunctionTools)
         == "not_found"
     )
     assert world.receiver.counts().effects == 1
+
+
+def test_the_models_stated_reason_is_kept_with_the_proposal_not_its_arguments(
+    world: World, tools: FunctionTools, store_url: str
+) -> None:
+    """A propose call's ``stated_reason`` becomes the proposal's stated reason, not an
+    argument (the digest is the one without it); an empty one is ``invalid_input`` naming
+    ``stated_reason`` and no proposal is written."""
+    said = "The customer returned the parcel; tracking shows it arrived."
+    made = tools.call(AGENT, "propose_refund_order", {**REFUND_30, "stated_reason": said})
+    assert not made.is_error, made.data
+    proposal = world.app.proposal(REVIEWER, made.data["proposal_id"])
+    assert proposal.stated_reason == said
+    assert "stated_reason" not in proposal.arguments
+    assert made.data["arguments"] == proposal.arguments
+    before = count_rows(store_url, "proposals")
+    empty = tools.call(AGENT, "propose_refund_order", {**REFUND_30, "stated_reason": ""})
+    assert empty.data["error"]["code"] == "invalid_input"
+    assert empty.data["error"]["details"]["field"] == "stated_reason"
+    assert count_rows(store_url, "proposals") == before
 
 
 def test_a_call_the_host_addresses_to_another_tenant_stops_at_the_tenant_step(

@@ -2,7 +2,9 @@
 
 For every registered action there is a ``propose_<action>`` tool whose parameters are exactly
 the action's arguments (``additionalProperties: false``, descriptions from the model's fields,
-no identity fields), plus two operation tools that take only ids: ``perform_proposal`` and
+no identity fields) and an optional ``stated_reason``, the model's own account of why (kept
+with the proposal for the reviewer, never part of what is approved; left out when the action
+has a field of that name), plus two operation tools that take only ids: ``perform_proposal`` and
 ``operation_status``. :func:`openai_chat_tools`, :func:`openai_responses_tools` and
 :func:`anthropic_tools` render the same definitions for each provider.
 """
@@ -22,6 +24,7 @@ __all__ = [
     "IDENTITY_FIELDS",
     "PERFORM_TOOL",
     "PROPOSE_PREFIX",
+    "STATED_REASON",
     "STATUS_TOOL",
     "ToolDefinition",
     "anthropic_tools",
@@ -31,6 +34,17 @@ __all__ = [
 ]
 
 PROPOSE_PREFIX = "propose_"
+STATED_REASON = "stated_reason"
+"""The optional propose-tool field carrying the model's reason (not an action argument)."""
+_STATED_REASON_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 2000,
+    "description": (
+        "Optional: why you propose this, in a sentence or two. A reviewer reads it as yours; it "
+        "is not part of what is approved."
+    ),
+}
 PERFORM_TOOL = "perform_proposal"
 STATUS_TOOL = "operation_status"
 
@@ -69,6 +83,9 @@ class ToolDefinition:
     idempotent: bool
     open_world: bool
     action: str | None = None
+    takes_reason: bool = False
+    """Whether the tool's ``stated_reason`` is the model's reason (a propose tool whose action
+    has no field of that name), taken out of the arguments before they are validated."""
 
 
 def _propose_definition(action: Action) -> ToolDefinition:
@@ -90,6 +107,9 @@ def _propose_definition(action: Action) -> ToolDefinition:
             fields=identity,
         )
     summary = action.description or (action.arguments.__doc__ or "").strip()
+    takes_reason = STATED_REASON not in properties
+    if takes_reason:
+        properties[STATED_REASON] = dict(_STATED_REASON_SCHEMA)
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -110,6 +130,7 @@ def _propose_definition(action: Action) -> ToolDefinition:
         idempotent=False,
         open_world=False,
         action=action.name,
+        takes_reason=takes_reason,
     )
 
 

@@ -33,6 +33,7 @@ from effectledger.callers.tools.definitions import (
     IDENTITY_FIELDS,
     PERFORM_TOOL,
     PROPOSE_PREFIX,
+    STATED_REASON,
     STATUS_TOOL,
     ToolDefinition,
     anthropic_tools,
@@ -264,8 +265,14 @@ class FunctionTools:
                 raise NotFound(f"no tool {str(name)[:64]!r}", tool=str(name)[:64])
             parsed = self._checked(definition, arguments)
             if definition.action is not None:
+                arguments = dict(parsed)
+                said = arguments.pop(STATED_REASON, None) if definition.takes_reason else None
                 proposal = self.ledger.propose(
-                    context, definition.action, parsed, correlation=correlation
+                    context,
+                    definition.action,
+                    arguments,
+                    correlation=correlation,
+                    stated_reason=said,
                 )
                 return ToolResult(
                     tool=name,
