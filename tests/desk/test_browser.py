@@ -276,3 +276,48 @@ def test_hostile_arguments_render_as_text_and_a_revoked_key_ends_the_session(
     page.goto(f"{desk.base}/desk/")
     assert page.url.endswith("/desk/login")
     assert count_rows(store_url, "approvals") == 0
+
+
+def test_decided_proposals_show_their_outcome_the_history_filters_and_the_agent_is_quoted(
+    desk: Desk, page: Any, clock: ManualClock
+) -> None:
+    """In Chromium: a performed, a denied and an expired proposal each show their outcome and no
+    Approve or Deny control; the agent's stated reason stands as its words with the U+202E and
+    U+200B shown as marks; the history filtered to denials lists only the denial; axe finds
+    nothing serious on any of these pages."""
+    app = desk.world.app
+    performed = app.propose(AGENT, "refund_order", _refund("ord-3001"))
+    app.approve(SAM, performed)
+    assert app.perform(AGENT, performed).state is OperationState.SUCCEEDED
+    denied = app.propose(AGENT, "refund_order", _refund("ord-3002"))
+    app.deny(SAM, denied, reason="over the goodwill limit")
+    expired = app.propose(AGENT, "refund_order", _refund("ord-3003"))
+    said = app.propose(
+        AGENT,
+        "refund_order",
+        _refund("ord-3004"),
+        stated_reason="see invoice-\u202egnp.exe\u200b attached",
+    )
+    clock.advance(timedelta(minutes=16))  # past the 15-minute lifetime: the three above expire
+    log_in(page, desk, "rita")
+    for proposal, state in ((performed, "admitted"), (denied, "denied"), (expired, "expired")):
+        page.goto(f"{desk.base}/desk/proposals/{proposal.proposal_id}")
+        assert page.locator("#outcome").is_visible(), state
+        assert f"Outcome: {state}" in page.locator("#outcome").inner_text()
+        assert page.get_by_role("button", name="Approve this exact proposal").count() == 0
+        assert page.get_by_role("button", name="Deny (final)").count() == 0
+        assert serious_violations(page) == [], state
+    page.goto(f"{desk.base}/desk/proposals/{said.proposal_id}")
+    quoted = page.locator("#stated-reason blockquote").inner_text()
+    assert quoted == "see invoice-\u27e8U+202E\u27e9gnp.exe\u27e8U+200B\u27e9 attached"
+    assert "U+202E, U+200B" in page.locator("#hidden-characters").inner_text()
+    assert serious_violations(page) == []
+    shot(page, "stated-reason")
+    page.goto(f"{desk.base}/desk/history")
+    page.get_by_label("Outcome").select_option("denied")
+    page.get_by_role("button", name="Show").click()
+    rows = page.locator("tr.decision")
+    assert rows.count() == 1
+    assert "over the goodwill limit" in rows.first.inner_text()
+    assert serious_violations(page) == []
+    shot(page, "history-denied")
