@@ -99,7 +99,7 @@ class SQLiteStore:
             for name, text in self._queries.items()
             if len(steps := tuple(statements(text + ";") if text else ())) != 1
         }
-        self._pool = Pool(self._connect, pool_size)
+        self._pool = Pool(self._connect, self._still_right, pool_size)
         forks.watch(self)
         # create=False opens only a file that exists ("mode=rw" never creates one) and that
         # already holds the current schema: a mistyped path must not become an empty ledger.
@@ -227,7 +227,7 @@ class SQLiteStore:
     def _borrow(self) -> Pooled:
         """This thread's connection for one call (a forked child's pool is its own: no
         ``getpid()`` per use); give it back with :meth:`_give_back`."""
-        return self._pool.borrow(self._still_right)
+        return self._pool.borrow()
 
     def _give_back(self, entry: Pooled) -> None:
         self._pool.give_back(entry)
@@ -269,7 +269,8 @@ class SQLiteStore:
         """
         if self._group is not None and not self._group.alone():
             return self._group.write(body, label, budget_s, rerun_on)
-        entry = self._borrow()
+        pool = self._pool
+        entry = pool.borrow()
         try:
             retries = RetryBudget(label, self.max_attempts, budget_s)
             if budget_s is None:
@@ -280,7 +281,7 @@ class SQLiteStore:
                 with contextlib.suppress(sqlite3.Error):
                     self._wait_at_most(entry, self.busy_timeout_ms)
         finally:
-            self._give_back(entry)
+            pool.give_back(entry)
 
     def _refuse_if_read_only(self, entry: Pooled, label: str) -> None:
         if entry.read_only:
@@ -332,7 +333,8 @@ class SQLiteStore:
 
     def read(self, body: Callable[[Transaction], T]) -> T:
         """Run ``body`` in a deferred (read) transaction: one consistent snapshot."""
-        entry = self._borrow()
+        pool = self._pool
+        entry = pool.borrow()
         connection = entry.connection
         try:
             connection.execute(self._own["begin_read"])
@@ -344,19 +346,20 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise translate(exc, "read") from exc
         finally:
-            self._give_back(entry)
+            pool.give_back(entry)
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name (:class:`~effectledger.store.Identifiers` sent as given)."""
         if type(params) is not Identifiers:
             params = storable(params)
-        entry = self._borrow()
+        pool = self._pool
+        entry = pool.borrow()
         try:
             row: Row | None = entry.connection.execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:
             raise translate(exc, name) from exc
         finally:
-            self._give_back(entry)
+            pool.give_back(entry)
         return row
 
     # -- schema --------------------------------------------------------------------------

@@ -44,11 +44,27 @@ class Pooled:
         self.generation = generation
 
 
-class Pool:
-    """The connections of one store in this process: lent per call, kept up to ``size``."""
+class _Held(threading.local):
+    """What one thread holds: the connection of its call in progress, and how deep it is."""
 
-    def __init__(self, connect: Callable[[int], Pooled], size: int) -> None:
+    def __init__(self) -> None:
+        self.entry: Pooled | None = None
+        self.depth = 0
+
+
+class Pool:
+    """The connections of one store in this process: lent per call, kept up to ``size``.
+
+    Lending and taking back touch no lock (a list's ``pop`` and ``append`` are atomic): an
+    entry carries the generation it was opened in, and one from before a :meth:`close` or a
+    fork is never lent again, whichever list it was found in.
+    """
+
+    def __init__(
+        self, connect: Callable[[int], Pooled], fresh: Callable[[Pooled], bool], size: int
+    ) -> None:
         self._connect = connect
+        self._fresh = fresh
         self.size = size
         self._generation = 0
         self._reset()
@@ -57,48 +73,52 @@ class Pool:
         self._lock = threading.Lock()
         self._idle: list[Pooled] = []
         self._open: set[Pooled] = set()
-        self._held = threading.local()
+        self._held = _Held()
         self._generation += 1
 
-    def borrow(self, fresh: Callable[[Pooled], bool]) -> Pooled:
-        """A connection for this thread's call: the one it already holds, or a pooled one
-        that ``fresh`` accepts (others are closed), or a new one."""
+    def borrow(self) -> Pooled:
+        """A connection for this thread's call: the one it already holds, or the most recently
+        returned one (unless ``fresh`` refuses it: one opened read-only, say), or a new one."""
         held = self._held
-        entry: Pooled | None = getattr(held, "entry", None)
+        entry = held.entry
         if entry is not None:
             held.depth += 1
             return entry
-        with self._lock:
-            entry = self._idle.pop() if self._idle else None
-        while entry is not None and not fresh(entry):
-            self._discard(entry)
-            with self._lock:
-                entry = self._idle.pop() if self._idle else None
-        if entry is None:
-            entry = self._connect(self._generation)
-            with self._lock:
-                if entry.generation == self._generation:
-                    self._open.add(entry)
+        generation = self._generation
+        while True:
+            try:
+                entry = self._idle.pop()
+            except IndexError:
+                entry = self._opened(generation)
+                break
+            if entry.generation == generation and (not entry.read_only or self._fresh(entry)):
+                break
+            if entry.generation == generation:
+                self._discard(entry)
         held.entry = entry
         held.depth = 1
+        return entry
+
+    def _opened(self, generation: int) -> Pooled:
+        entry = self._connect(generation)
+        with self._lock:
+            if entry.generation == self._generation:
+                self._open.add(entry)
         return entry
 
     def give_back(self, entry: Pooled) -> None:
         """The end of the call that borrowed ``entry`` (or of a call inside it)."""
         held = self._held
-        depth = getattr(held, "depth", 0) - 1
-        if depth > 0:
-            held.depth = depth
+        if held.depth > 1:
+            held.depth -= 1
             return
         held.entry = None
         held.depth = 0
         if entry.generation != self._generation:
             return  # closed by close(), or the parent's in a forked child: never lent again
-        if not entry.connection.in_transaction:
-            with self._lock:
-                if entry.generation == self._generation and len(self._idle) < self.size:
-                    self._idle.append(entry)
-                    return
+        if len(self._idle) < self.size and not entry.connection.in_transaction:
+            self._idle.append(entry)
+            return
         self._discard(entry)
 
     def _discard(self, entry: Pooled) -> None:
@@ -115,7 +135,7 @@ class Pool:
     def idle(self) -> int:
         """Connections open and idle now."""
         with self._lock:
-            return len(self._idle)
+            return sum(entry.generation == self._generation for entry in self._idle)
 
     def close(self) -> None:
         """Close every connection (in any thread); the next call opens a new one."""
