@@ -135,16 +135,18 @@ def perform_timings(bench: Bench, count: int) -> Timings:
     """The time each statement of ``count`` performs takes in ``execute``, by file and text."""
     timings: Timings = collections.defaultdict(lambda: [0, 0])
     ready = bench.approved(count)
-    local = bench.store._local  # type: ignore[attr-defined]
-    ledger = bench.store._connection()  # type: ignore[attr-defined]
+    store = bench.store
     receiver = bench.receiver._connect()
-    local.connection = Timed(ledger, timings, "ledger")
-    bench.receiver._local.connection = Timed(receiver, timings, "receiver")
-    try:
-        bench.perform(ready)
-    finally:
-        local.connection = ledger
-        bench.receiver._local.connection = receiver
+    with store._leased():  # type: ignore[attr-defined]  # every perform here runs on it
+        entry = store._pool._held.entry  # type: ignore[attr-defined]
+        ledger = entry.connection
+        entry.connection = Timed(ledger, timings, "ledger")
+        bench.receiver._local.connection = Timed(receiver, timings, "receiver")
+        try:
+            bench.perform(ready)
+        finally:
+            entry.connection = ledger
+            bench.receiver._local.connection = receiver
     return timings
 
 
@@ -171,13 +173,14 @@ def group_of(where: str) -> str:
 def statements_of_one(bench: Bench) -> list[str]:
     """The statements one perform sends to the ledger's file, first words only."""
     seen: list[str] = []
-    connection: sqlite3.Connection = bench.store._connection()  # type: ignore[attr-defined]
     ready = bench.approved(1)
-    connection.set_trace_callback(seen.append)
-    try:
-        bench.perform(ready)
-    finally:
-        connection.set_trace_callback(None)
+    connection: sqlite3.Connection
+    with bench.store._leased() as connection:  # type: ignore[attr-defined]
+        connection.set_trace_callback(seen.append)
+        try:
+            bench.perform(ready)
+        finally:
+            connection.set_trace_callback(None)
     # A statement that fires triggers is reported again for each of them: count it once.
     unique = [text for i, text in enumerate(seen) if i == 0 or text != seen[i - 1]]
     return [" ".join(text.split()[:4]) for text in unique]

@@ -335,8 +335,8 @@ def test_an_sqlite_connection_takes_the_configured_page_cache(tmp_path: Any) -> 
     for query, expected in (("", -65536), ("?cache_kib=4096", -4096)):
         store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}{query}")
         try:
-            connection = store._connection()  # type: ignore[attr-defined]
-            assert connection.execute("PRAGMA cache_size").fetchone()[0] == expected
+            with store._leased() as connection:  # type: ignore[attr-defined]
+                assert connection.execute("PRAGMA cache_size").fetchone()[0] == expected
         finally:
             store.close()
 

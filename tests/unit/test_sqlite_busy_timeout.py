@@ -24,16 +24,17 @@ def _timeout(connection: sqlite3.Connection) -> int:
 
 def _pragmas(store: SQLiteStore, budget_s: float | None) -> tuple[list[str], int, int]:
     """The PRAGMAs one write sends, the timeout inside its body and the one after it."""
-    connection: sqlite3.Connection = store._connection()  # type: ignore[attr-defined]
     sent: list[str] = []
     inside: list[int] = []
-    connection.set_trace_callback(sent.append)
-    try:
-        store.write(lambda tx: inside.append(_timeout(connection)), budget_s=budget_s)
-    finally:
-        connection.set_trace_callback(None)
+    with store._leased() as connection:  # the write runs on the connection this thread holds
+        connection.set_trace_callback(sent.append)
+        try:
+            store.write(lambda tx: inside.append(_timeout(connection)), budget_s=budget_s)
+        finally:
+            connection.set_trace_callback(None)
+        after = _timeout(connection)
     pragmas = [text for text in sent if text.startswith("PRAGMA busy_timeout =")]
-    return pragmas, inside[0], _timeout(connection)
+    return pragmas, inside[0], after
 
 
 def test_a_short_budget_bounds_the_wait_and_the_store_timeout_comes_back(tmp_path: Path) -> None:
@@ -70,9 +71,9 @@ def test_a_budgeted_write_that_finds_the_file_locked_writes_nothing(tmp_path: Pa
                 lambda tx: tx.run("capacity_limit_set", _LIMIT), label="limit", budget_s=0.05
             )
         holder.execute("ROLLBACK")
-        connection: sqlite3.Connection = store._connection()  # type: ignore[attr-defined]
-        assert _timeout(connection) == 5000
-        assert connection.execute("SELECT count(*) FROM capacity_limits").fetchone()[0] == 0
+        with store._leased() as connection:
+            assert _timeout(connection) == 5000
+            assert connection.execute("SELECT count(*) FROM capacity_limits").fetchone()[0] == 0
     finally:
         holder.close()
         store.close()

@@ -1,6 +1,6 @@
 """The SQLite batch of a group commit (:mod:`effectledger.store.batching`).
 
-The leader runs every member's body on its own thread's connection (opened with
+The leader runs every member's body on the connection it borrows for the batch (opened with
 ``check_same_thread=False``) inside one ``BEGIN IMMEDIATE``: the file's one write lock is taken
 once for the batch, and its one ``COMMIT`` is one WAL append and one fsync for all of them.
 """
@@ -29,9 +29,16 @@ class _Abandoned(Exception):
 
 def run_batch(store: SQLiteStore, members: list[Member[Any]]) -> bool:
     """Run ``members`` in one transaction and commit it; see :data:`batching.BatchRunner`."""
-    if getattr(store._local, "read_only", False):
-        return _all_alone(members)  # each is refused alone, with the usual error
-    connection = store._connection()
+    entry = store._borrow()
+    try:
+        if entry.read_only:
+            return _all_alone(members)  # each is refused alone, with the usual error
+        return _run(store, entry.connection, members)
+    finally:
+        store._give_back(entry)
+
+
+def _run(store: SQLiteStore, connection: sqlite3.Connection, members: list[Member[Any]]) -> bool:
     own = store._own
     budgets = [left for member in members if (left := member.left_s()) is not None]
     timeout_ms = store.busy_timeout_ms

@@ -239,6 +239,13 @@ class PostgresStore:
         with contextlib.suppress(psycopg.Error):
             self._pool.check()
 
+    def open_connections(self) -> int:
+        """How many server connections this store's pool holds open now (lent, idle or being
+        opened): at most ``pool_max_size``, whichever threads call."""
+        if self._forked or not self._pool_open:
+            return 0
+        return int(self._pool.get_stats().get("pool_size", 0))
+
     def close(self) -> None:
         """Close the pool and every connection in it."""
         if not self._forked:

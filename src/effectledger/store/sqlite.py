@@ -2,13 +2,15 @@
 
 Python's ``sqlite3`` is opened with ``isolation_level=None`` so the store issues ``BEGIN
 IMMEDIATE`` / ``COMMIT`` itself: a deferred transaction that later writes is what produces
-unrecoverable ``SQLITE_BUSY`` under contention. Each thread gets its own connection.
+unrecoverable ``SQLITE_BUSY`` under contention. A thread borrows a connection from the store's
+pool for each call and gives it back when the call returns (:mod:`effectledger.store.sqlite_pool`):
+a thread that ends holds none, and at most ``pool_size`` stay open between calls.
 
 A full disk raises :class:`~effectledger.errors.StorageFull` and a file that cannot be written
 :class:`~effectledger.errors.StorageReadOnly`; the transaction rolls back whole. On a file
 system mounted read-only the file is opened read-only as it stands (through a WAL left behind,
 if any): reads answer, every write raises ``StorageReadOnly``, and once the file system is
-writable again each thread's next call reconnects normally.
+writable again the next call reconnects normally.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -38,17 +39,18 @@ from effectledger.store.sqlite_faults import (
     open_read_only,
     translate,
 )
+from effectledger.store.sqlite_pool import POOL_SIZE, Pool, Pooled
 from effectledger.store.sqlite_schema import apply_migrations, check_existing, statements
 from effectledger.store.sqlite_transaction import Transaction
 
-__all__ = ["CACHE_KIB", "MAX_ATTEMPTS", "SQLiteStore"]
+__all__ = ["CACHE_KIB", "MAX_ATTEMPTS", "POOL_SIZE", "SQLiteStore"]
 
 T = TypeVar("T")
 CACHE_KIB = 65536
 """Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB holds the inner pages
 of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
-(docs/scaling.md, "A long history"). Memory is taken as pages are read, per connection (one
-per thread): ``cache_kib`` in the URL sets it."""
+(docs/scaling.md, "A long history"). Memory is taken as pages are read, per open connection
+(``pool_size`` of them between calls): ``cache_kib`` in the URL sets it."""
 
 
 class SQLiteStore:
@@ -67,6 +69,7 @@ class SQLiteStore:
         migrate: bool = True,
         create: bool = True,
         group_commit: bool | str = True,
+        pool_size: int = POOL_SIZE,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_LEVELS:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
@@ -74,6 +77,8 @@ class SQLiteStore:
             raise InvalidInput("busy_timeout_ms must be >= 0 and max_attempts >= 1")
         if isinstance(cache_kib, bool) or not isinstance(cache_kib, int) or cache_kib < 1:
             raise InvalidInput("cache_kib must be a whole number of KiB from 1", field="cache_kib")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise InvalidInput("pool_size must be a whole number from 1", field="pool_size")
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self.synchronous = synchronous.upper()
@@ -94,9 +99,7 @@ class SQLiteStore:
             for name, text in self._queries.items()
             if len(steps := tuple(statements(text + ";") if text else ())) != 1
         }
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._pool = Pool(self._connect, self._still_right, pool_size)
         forks.watch(self)
         # create=False opens only a file that exists ("mode=rw" never creates one) and that
         # already holds the current schema: a mistyped path must not become an empty ledger.
@@ -108,7 +111,8 @@ class SQLiteStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
-        """Open ``sqlite:///path?synchronous=..&busy_timeout_ms=..&cache_kib=..&group_commit=on``."""
+        """Open ``sqlite:///path?synchronous=..&busy_timeout_ms=..&cache_kib=..&pool_size=..``
+        (and ``group_commit=on|off``)."""
         parts = urlsplit(url)
         if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
             raise InvalidInput(f"an SQLite URL looks like sqlite:///path.db, not {url!r}")
@@ -118,7 +122,7 @@ class SQLiteStore:
         for key, values in parse_qs(parts.query).items():
             if key in ("synchronous", "group_commit"):
                 options.setdefault(key, values[-1])
-            elif key in ("busy_timeout_ms", "cache_kib"):
+            elif key in ("busy_timeout_ms", "cache_kib", "pool_size"):
                 try:
                     options.setdefault(key, int(values[-1]))
                 except ValueError as exc:
@@ -131,17 +135,15 @@ class SQLiteStore:
 
     # -- connections ---------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> tuple[sqlite3.Connection, bool]:
+        """A new connection to the file, and whether it is read-only (a read-only mount)."""
         if on_read_only_fs(self.path.parent) and self.path.is_file():
-            connection = open_read_only(self.path)
-            self._local.read_only = True
-            return connection
-        self._local.read_only = False
+            return open_read_only(self.path), True
         if not self._create:
             uri = self.path.absolute().as_uri() + "?mode=rw"
-            return connect(uri, uri=True)
+            return connect(uri, uri=True), False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return connect(self.path)
+        return connect(self.path), False
 
     def _schema_version(self) -> Any:
         """The stored schema version's row, read on a connection of its own.
@@ -152,7 +154,7 @@ class SQLiteStore:
         """
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while True:
-            connection = self._open()
+            connection, _ = self._open()
             try:
                 self._set_busy_timeout(connection, self.busy_timeout_ms)
                 return connection.execute(self._queries["schema_version"]).fetchone()
@@ -163,27 +165,31 @@ class SQLiteStore:
                 connection.close()
             time.sleep(0.01)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, generation: int) -> Pooled:
+        """A new connection for the pool, set up as every connection of the store is."""
         try:
-            connection = self._open()
-            connection.row_factory = sqlite3.Row
-            self._set_busy_timeout(connection, self.busy_timeout_ms)
-            self._local.busy_ms = self.busy_timeout_ms
-            connection.execute(self._own["foreign_keys_on"])
-            if self._local.read_only:
-                with self._lock:
-                    self._connections.append(connection)
-                return connection
-            mode = self._switch_to_wal(connection)
-            if mode.lower() != "wal":
-                raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
-            connection.execute(fill(self._own["synchronous"], level=self.synchronous))
-            connection.execute(fill(self._own["cache_size"], kib=self.cache_kib))
+            connection, read_only = self._open()
         except sqlite3.Error as exc:
             raise translate(exc, f"opening {self.path}") from exc
-        with self._lock:
-            self._connections.append(connection)
-        return connection
+        try:
+            connection.row_factory = sqlite3.Row
+            self._set_busy_timeout(connection, self.busy_timeout_ms)
+            connection.execute(self._own["foreign_keys_on"])
+            if not read_only:
+                mode = self._switch_to_wal(connection)
+                if mode.lower() != "wal":
+                    raise StorageError(f"could not switch {self.path} to WAL (got {mode})")
+                connection.execute(fill(self._own["synchronous"], level=self.synchronous))
+                connection.execute(fill(self._own["cache_size"], kib=self.cache_kib))
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()  # a connection half set up is never kept
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, f"opening {self.path}") from exc
+            raise
+        return Pooled(
+            connection, read_only=read_only, busy_ms=self.busy_timeout_ms, generation=generation
+        )
 
     def _switch_to_wal(self, connection: sqlite3.Connection) -> str:
         # Connections racing to switch a new file to WAL get SQLITE_BUSY at once: SQLite does
@@ -200,49 +206,48 @@ class SQLiteStore:
     def _set_busy_timeout(self, connection: sqlite3.Connection, milliseconds: int) -> None:
         connection.execute(fill(self._own["busy_timeout"], milliseconds=int(milliseconds)))
 
-    def _wait_at_most(self, connection: sqlite3.Connection, milliseconds: int) -> None:
-        """This thread's connection waits for the lock ``milliseconds`` at most from now on.
+    def _wait_at_most(self, entry: Pooled, milliseconds: int) -> None:
+        """This connection waits for the lock ``milliseconds`` at most from now on.
 
         Its current setting is remembered, so a value it already has costs no statement.
         """
-        if self._local.busy_ms != milliseconds:
-            self._set_busy_timeout(connection, milliseconds)
-            self._local.busy_ms = milliseconds
+        if entry.busy_ms != milliseconds:
+            self._set_busy_timeout(entry.connection, milliseconds)
+            entry.busy_ms = milliseconds
 
     def after_fork(self) -> None:
         """In a forked child: never reuse the parent's handles, open this process's own."""
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections = []
+        self._pool.after_fork()
 
-    def _connection(self) -> sqlite3.Connection:
-        local = self._local  # a forked child has a new one (after_fork): no getpid() per use
+    def _still_right(self, entry: Pooled) -> bool:
+        """Whether a pooled connection may be lent again: not one opened read-only once the
+        file system is writable again (the next one opens, in WAL, the file as it is now)."""
+        return not entry.read_only or on_read_only_fs(self.path.parent)
+
+    def _borrow(self) -> Pooled:
+        """This thread's connection for one call (a forked child's pool is its own: no
+        ``getpid()`` per use); give it back with :meth:`_give_back`."""
+        return self._pool.borrow()
+
+    def _give_back(self, entry: Pooled) -> None:
+        self._pool.give_back(entry)
+
+    @contextlib.contextmanager
+    def _leased(self) -> Iterator[sqlite3.Connection]:
+        """A connection held by this thread for the block: the store's calls in it use it."""
+        entry = self._borrow()
         try:
-            connection: sqlite3.Connection | None = local.connection
-        except AttributeError:
-            connection = None
-        if (
-            connection is not None and local.read_only and not on_read_only_fs(self.path.parent)
-        ):  # the file system is writable again: reconnect, in WAL, to the file as it is now
-            with self._lock:
-                if connection in self._connections:
-                    self._connections.remove(connection)
-            with contextlib.suppress(sqlite3.Error):
-                connection.close()
-            connection = None
-        if connection is None:
-            connection = self._connect()
-            self._local.connection = connection
-        return connection
+            yield entry.connection
+        finally:
+            self._give_back(entry)
+
+    def open_connections(self) -> int:
+        """How many connections to the file this store holds open now (lent and idle)."""
+        return self._pool.count()
 
     def close(self) -> None:
         """Close every connection this store opened (in any thread)."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            with contextlib.suppress(sqlite3.Error):
-                connection.close()
-        self._local = threading.local()
+        self._pool.close()
 
     # -- transactions --------------------------------------------------------------------
 
@@ -264,18 +269,22 @@ class SQLiteStore:
         """
         if self._group is not None and not self._group.alone():
             return self._group.write(body, label, budget_s, rerun_on)
-        connection = self._connection()
-        retries = RetryBudget(label, self.max_attempts, budget_s)
-        if budget_s is None:
-            return self._write(connection, body, retries, rerun_on)
+        pool = self._pool
+        entry = pool.borrow()
         try:
-            return self._write(connection, body, retries, rerun_on)
+            retries = RetryBudget(label, self.max_attempts, budget_s)
+            if budget_s is None:
+                return self._write(entry, body, retries, rerun_on)
+            try:
+                return self._write(entry, body, retries, rerun_on)
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    self._wait_at_most(entry, self.busy_timeout_ms)
         finally:
-            with contextlib.suppress(sqlite3.Error):
-                self._wait_at_most(connection, self.busy_timeout_ms)
+            pool.give_back(entry)
 
-    def _refuse_if_read_only(self, label: str) -> None:
-        if getattr(self._local, "read_only", False):
+    def _refuse_if_read_only(self, entry: Pooled, label: str) -> None:
+        if entry.read_only:
             raise StorageReadOnly(
                 f"{label}: {self.path} is on a read-only file system; nothing was written",
                 label=label,
@@ -283,19 +292,20 @@ class SQLiteStore:
 
     def _write(
         self,
-        connection: sqlite3.Connection,
+        entry: Pooled,
         body: Callable[[Transaction], T],
         retries: RetryBudget,
         rerun_on: tuple[type[Exception], ...],
     ) -> T:
-        self._refuse_if_read_only(retries.label)
+        self._refuse_if_read_only(entry, retries.label)
+        connection = entry.connection
         own = self._own
         begin, commit, rollback = own["begin_write"], own["commit"], own["rollback"]
         for attempt in retries.attempts():
             try:
                 if retries.deadline is not None:  # wait for the lock no longer than is left
                     left_ms = max(1, int(retries.left_s() * 1000))
-                    self._wait_at_most(connection, min(left_ms, self.busy_timeout_ms))
+                    self._wait_at_most(entry, min(left_ms, self.busy_timeout_ms))
                 # Spelled out rather than a context manager: this is every write's hot path.
                 connection.execute(begin)
                 try:
@@ -323,7 +333,9 @@ class SQLiteStore:
 
     def read(self, body: Callable[[Transaction], T]) -> T:
         """Run ``body`` in a deferred (read) transaction: one consistent snapshot."""
-        connection = self._connection()
+        pool = self._pool
+        entry = pool.borrow()
+        connection = entry.connection
         try:
             connection.execute(self._own["begin_read"])
             try:
@@ -333,28 +345,37 @@ class SQLiteStore:
                     connection.execute(self._own["commit"])
         except sqlite3.Error as exc:
             raise translate(exc, "read") from exc
+        finally:
+            pool.give_back(entry)
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         """One autocommit read by name (:class:`~effectledger.store.Identifiers` sent as given)."""
         if type(params) is not Identifiers:
             params = storable(params)
+        pool = self._pool
+        entry = pool.borrow()
         try:
-            row: Row | None = self._connection().execute(self._queries[name], params).fetchone()
+            row: Row | None = entry.connection.execute(self._queries[name], params).fetchone()
         except sqlite3.Error as exc:
             raise translate(exc, name) from exc
+        finally:
+            pool.give_back(entry)
         return row
 
     # -- schema --------------------------------------------------------------------------
 
     def migrate(self) -> list[int]:
         """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
-        connection = self._connection()
-        if sqlite_schema.up_to_date(
-            connection, self._own
-        ):  # a read, so a read-only ledger opens too
-            return []
-        self._refuse_if_read_only("migrate")
+        entry = self._borrow()
         try:
-            return apply_migrations(connection, self._own)
-        except sqlite3.Error as exc:
-            raise translate(exc, "migrate") from exc
+            if sqlite_schema.up_to_date(
+                entry.connection, self._own
+            ):  # a read, so a read-only ledger opens too
+                return []
+            self._refuse_if_read_only(entry, "migrate")
+            try:
+                return apply_migrations(entry.connection, self._own)
+            except sqlite3.Error as exc:
+                raise translate(exc, "migrate") from exc
+        finally:
+            self._give_back(entry)
