@@ -44,6 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,15 @@ class PydanticAI:
 # -- LangGraph ----------------------------------------------------------------------------------
 
 
+@dataclass
+class Host:
+    """What a LangGraph host gives a run as ``context=``: its identity and this resume's grants
+    by tool-call id (the adapter reads ``.context`` and ``.grants``)."""
+
+    context: Context
+    grants: dict[str, Any] = field(default_factory=dict)
+
+
 class LangGraph:
     """``create_agent`` with a fake chat model and an ``InMemorySaver``: one thread per cycle."""
 
@@ -236,25 +246,29 @@ class LangGraph:
         responses = [AIMessage(content="", tool_calls=[call]), *[AIMessage(content="done")] * 3]
         return create_agent(Model(responses=responses), checkpointer=self.saver, **options)
 
-    def _cycle(self, options: Mapping[str, Any], resume: Callable[[Any], Any]) -> JSON:
+    def _cycle(
+        self, options: Mapping[str, Any], resume: Callable[[Any, Host], Any], host: Host
+    ) -> JSON:
         self.threads += 1
         config = {"configurable": {"thread_id": f"thread-{self.threads}"}}
         arguments, call_id = self.world.arguments(), f"call-{uuid.uuid4().hex[:12]}"
         agent = self._agent(arguments, call_id, **options)
         start = {"messages": [{"role": "user", "content": "refund"}]}
-        paused = agent.invoke(start, config, context=AGENT, version="v2")
+        paused = agent.invoke(start, config, context=host, version="v2")
         (interrupt,) = paused.interrupts
-        out = agent.invoke(resume(interrupt), config, context=AGENT, version="v2")
+        out = agent.invoke(resume(interrupt, host), config, context=host, version="v2")
         (message,) = [m for m in out.value["messages"] if m.type == "tool"][-1:]
         return tool_json(message.content)
 
     def adapter_cycle(self) -> str:
-        def resume(interrupt: Any) -> Any:
-            proposal = self.adapter.propose(AGENT, interrupt)
+        def resume(interrupt: Any, host: Host) -> Any:
+            proposal = self.adapter.proposal(AGENT, interrupt)
             self.world.app.approve(REVIEWER, proposal)
-            return self.adapter.resume({interrupt.id: proposal})
+            host.grants = dict.fromkeys(self.adapter.proposals(AGENT, interrupt), proposal)
+            return self.adapter.resume({interrupt.id: [{"type": "approve"}]})
 
-        return str(self._cycle({"middleware": [self.adapter.middleware]}, resume)["outcome"])
+        middleware = {"middleware": [self.adapter.middleware]}
+        return str(self._cycle(middleware, resume, Host(AGENT))["outcome"])
 
     def own_cycle(self) -> str:
         from langchain.agents.middleware import HumanInTheLoopMiddleware
@@ -272,7 +286,9 @@ class LangGraph:
         }
         return str(
             self._cycle(
-                options, lambda i: Command(resume={i.id: {"decisions": [{"type": "approve"}]}})
+                options,
+                lambda i, host: Command(resume={i.id: {"decisions": [{"type": "approve"}]}}),
+                Host(AGENT),
             )["outcome"]
         )
 
