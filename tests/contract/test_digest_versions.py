@@ -127,6 +127,7 @@ def _v1_proposal(authority: Authority, store_url: str, clock: ManualClock) -> st
                 "correlation_json": "{}",
                 "digest": old,
                 "created_us": to_micros(clock.now()),
+                "stated_reason": None,
             },
         ),
         label="test_v1_proposal",

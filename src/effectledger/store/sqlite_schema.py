@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from effectledger.errors import InvalidInput, NotFound, StorageError
-from effectledger.sql import migrations
+from effectledger.sql import load_statements, migrations
 from effectledger.store import announce_migration
 from effectledger.store.sqlite_faults import is_busy, translate
 
@@ -61,6 +61,9 @@ def apply_migrations(connection: sqlite3.Connection, own: Mapping[str, str]) -> 
     return applied
 
 
+_COUNT = load_statements("sqlite", "copy.sql")["copy_count"]
+"""How many rows a table holds (the table's name, a word the migration's SQL spelled, filled
+in)."""
 _COPY = re.compile(r"\s*INSERT\s+INTO\s+(?:main\.)?(\w+)\b[^;]*?\bSELECT\b", re.I | re.S)
 """A statement that copies rows into a table (a rebuild's copy, or a table filled from another)."""
 
@@ -101,7 +104,7 @@ def _run_reporting(connection: sqlite3.Connection, version: int, sql: str) -> No
 def _rows(connection: sqlite3.Connection, table: str) -> int | None:
     """How many rows ``table`` holds, or ``None`` when it does not exist yet."""
     try:
-        row = connection.execute(f'SELECT count(*) FROM main."{table}"').fetchone()
+        row = connection.execute(_COUNT.format(table=f'main."{table}"')).fetchone()
     except sqlite3.OperationalError:
         return None
     return int(row[0])
