@@ -247,6 +247,7 @@ def test_hash_columns_are_named_alike_in_every_table() -> None:
     assert {column for columns in HASHED.values() for column in columns} <= HASH_COLUMNS
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # SQLite's rebuild only
 def test_the_sqlite_rebuild_reports_rows_copied_and_the_time_left(
     history: Store,
     backend: str,
@@ -259,8 +260,6 @@ def test_the_sqlite_rebuild_reports_rows_copied_and_the_time_left(
     about how long the rest takes, ending with every row copied."""
     import logging
 
-    if backend != "sqlite":
-        pytest.skip("migration 15 rebuilds tables on SQLite only")
     rows = _every_row(history)
     old = tmp_path / "old"
     old.mkdir()
