@@ -14,7 +14,7 @@ import os
 import random
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +26,10 @@ from effectledger.callers.frameworks.gate import Grant
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows, require_postgres, sqlite_path, with_options
 from tests.frameworks.drivers import DRIVERS
+from tests.support.threads import file_descriptors, on_fresh_thread
 
 CYCLES = 1000
 ORDERS = iter(range(100_000, 1_000_000))
-
-
-def file_descriptors(path: Path) -> int:
-    """This process's open file descriptors on ``path``."""
-    target = str(path.resolve())
-    found = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            found += os.readlink(f"/proc/self/fd/{fd}") == target
-        except OSError:
-            continue
-    return found
 
 
 class Counted:
@@ -88,16 +77,6 @@ def refund(world: World) -> dict[str, Any]:
     arguments = {**REFUND_30, "order_id": f"ord-{next(ORDERS)}"}
     world.orders.change("acme", arguments["order_id"])
     return arguments
-
-
-def on_fresh_thread(call: Callable[[], Any]) -> Any:
-    """``call()`` on a new thread that ends when it returns, as a framework runs a tool."""
-    answer: list[Any] = []
-    thread = threading.Thread(target=lambda: answer.append(call()))
-    thread.start()
-    thread.join(timeout=60)
-    assert answer, "the call on its thread failed"
-    return answer[0]
 
 
 def stable(before: dict[str, int], after: dict[str, int], store_url: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,33 +16,12 @@ import pytest
 from effectledger import InvalidInput, StorageError
 from effectledger.store import open_store
 from effectledger.store.sqlite import SQLiteStore
+from tests.support.threads import file_descriptors, on_fresh_thread
 
 _LIMIT = {"tenant_id": "acme", "pool": "refunds", "limit_units": 5, "now_us": 1}
 _GET = {"tenant_id": "acme", "pool": "refunds"}
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
-
-
-def file_descriptors(path: Path, suffix: str = "") -> int:
-    """This process's open file descriptors on ``path`` (with ``suffix``: its ``-wal``)."""
-    target = str(path.resolve()) + suffix
-    found = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            found += os.readlink(f"/proc/self/fd/{fd}") == target
-        except OSError:
-            continue
-    return found
-
-
-def on_fresh_thread(call: Callable[[], Any]) -> Any:
-    """``call()`` on a new thread that ends when it returns; its answer."""
-    answer: list[Any] = []
-    thread = threading.Thread(target=lambda: answer.append(call()))
-    thread.start()
-    thread.join(timeout=30)
-    assert answer, "the call on its thread failed"
-    return answer[0]
 
 
 def _limit_row(store: SQLiteStore) -> Any:

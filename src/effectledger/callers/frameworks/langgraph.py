@@ -413,10 +413,7 @@ class LedgerMiddleware:
             )
         call_id = str(call["id"])
         if kind == "approve":
-            grants = self._grants_of(host)
-            grant = grants.get(call_id) if isinstance(grants, Mapping) else None
-            if isinstance(grant, Proposal):
-                grant = Grant.of(grant)
+            grant = _grant_for(self._grants_of(host), call_id)
             return self.gate.perform(
                 who, grant, tool_name=call["name"], arguments=call["args"], call=(call_id, scope)
             ), None
@@ -521,14 +518,17 @@ def ledger_middleware(
     )
 
 
+def _grant_for(grants: object, call_id: str) -> Any:
+    """The grant this resume's ``grants`` hold for ``call_id`` (a proposal as its grant)."""
+    grant = grants.get(call_id) if isinstance(grants, Mapping) else None
+    return Grant.of(grant) if isinstance(grant, Proposal) else grant
+
+
 def _named_elsewhere(grants: object, call_id: str, who: Context) -> Grant | None:
     """The grant of ``call_id`` in this resume's ``grants`` when it names a tenant other than
     ``who``'s: stopped at the tenant step before anything is proposed or read."""
-    grant = grants.get(call_id) if isinstance(grants, Mapping) else None
-    if isinstance(grant, Proposal):
-        grant = Grant.of(grant)
     try:
-        found = Grant.coerce(grant)
+        found = Grant.coerce(_grant_for(grants, call_id))
     except EffectLedgerError:
         return None
     if found is None or found.tenant_id is None or found.tenant_id == who.tenant_id:
