@@ -90,6 +90,7 @@ def stable(before: dict[str, int], after: dict[str, int], store_url: str) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.parametrize("framework", ["pydantic_ai", "langgraph"])
 def test_a_thousand_framework_cycles_leave_the_open_connections_as_they_were(
     framework: str, world: World, counted: Counted
@@ -126,7 +127,11 @@ def plain_cycle(world: World) -> str:
 
 
 @pytest.mark.parametrize(
-    "cycles", [pytest.param(50, id="50"), pytest.param(CYCLES, id="1000", marks=pytest.mark.slow)]
+    "cycles",
+    [
+        pytest.param(50, id="50"),
+        pytest.param(CYCLES, id="1000", marks=[pytest.mark.slow, pytest.mark.soak]),
+    ],
 )
 def test_plain_calls_from_fresh_threads_leave_the_open_connections_as_they_were(
     cycles: int, world: World, counted: Counted
