@@ -55,10 +55,10 @@ def test_a_failing_store_answers_its_code_and_a_fixed_message_only(
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (b'{"action": "refund_order", "action": "other", "arguments": {}}', "repeats the key"),
-        (b'{"action": "refund_order", "arguments": {"a": 1, "a": 2}}', "repeats the key"),
-        (b"[" * 5000 + b"]" * 5000, "nests deeper"),
-        (b'{"a": ' * 70 + b"1" + b"}" * 70, "nests deeper"),
+        (b'{"action": "refund_order", "action": "other", "arguments": {}}', "is repeated"),
+        (b'{"action": "refund_order", "arguments": {"a": 1, "a": 2}}', "is repeated"),
+        (b"[" * 5000 + b"]" * 5000, "nested deeper"),
+        (b'{"a": ' * 70 + b"1" + b"}" * 70, "nested deeper"),
         (b'{"action": "refund_order", "arguments": {"n": ' + b"9" * 5000 + b"}}", "too long"),
         (b'{"action": "refund_order", "arguments": {"n": NaN}}', "NaN"),
         (b'{"action": ', "not valid JSON"),
