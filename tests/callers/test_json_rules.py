@@ -123,3 +123,21 @@ def test_the_http_rules_are_the_same_reader() -> None:
     with pytest.raises(InvalidInput) as refused:
         read_json(b'{"a": 1, "a": 2}', what="the body")
     assert refused.value.message == problem
+
+
+@pytest.mark.parametrize("written", ["30.0", "3e1", "3.0E+1", "30"])
+def test_a_whole_number_written_with_a_fraction_is_that_integer(world: World, written: str) -> None:
+    """JSON Schema counts ``30.0`` as the integer 30: the tools record the integer 30, in text
+    or in a parsed mapping; ``30.5`` stays a float and is refused for the integer field."""
+    tools = FunctionTools(world.app)
+    text = '{"order_id": "ord-1001", "amount_minor": ' + written + ', "currency": "EUR"}'
+    for arguments in (text, {**REFUND_30, "amount_minor": 30.0}):
+        answer = tools.call(AGENT, "propose_refund_order", arguments)
+        assert not answer.is_error, answer.data
+        recorded = world.app.proposal(AGENT, answer.data["proposal_id"]).arguments
+        assert type(recorded["amount_minor"]) is int
+        assert recorded["amount_minor"] == 30
+    refused = tools.call(AGENT, "propose_refund_order", text.replace(written, "30.5"))
+    assert refused.data["error"]["code"] == "invalid_input"
+    assert count_rows(world.store_url, "proposals") == 2
+    assert read_json("3" + "0" * 70 + ".0", what="x") == float("3" + "0" * 70)  # past 64 digits

@@ -9,6 +9,12 @@ read by the same rules, so a call refused through one caller is refused through 
 * no ``NaN`` or ``Infinity`` (not JSON), no integer longer than Python parses;
 * arrays and objects nested at most :data:`MAX_JSON_DEPTH` levels deep.
 
+A number written with a fraction or an exponent that is exactly a whole number (``30.0``,
+``3e1``) is read as that integer, as JSON Schema counts it; any other such number stays a float
+(which the ledger's strict argument models refuse for an integer field). An already parsed
+value is held to the same depth and its whole floats become integers too
+(:func:`whole_numbers`).
+
 A refusal is :class:`~effectledger.errors.InvalidInput` whose message starts with what was read
 (``tool arguments: the key 'amount' is repeated``); the HTTP API answers it as
 ``400 malformed_request``.
@@ -18,13 +24,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Final
 
 import pydantic_core
 
 from effectledger.errors import InvalidInput
 
-__all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "check_depth", "read_json", "read_json_object"]
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "check_depth",
+    "read_json",
+    "read_json_object",
+    "whole_numbers",
+]
 
 MAX_JSON_BYTES: Final = 64 * 1024
 """The most text a tool call's arguments may take."""
@@ -55,7 +69,34 @@ def _refuse_constant(name: str) -> Any:
     raise _Constant(name)
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_refuse_constant)
+_WHOLE_DIGITS: Final = 64
+"""A whole number written with a fraction or an exponent is read as an integer up to this many
+digits (a ``1e999999`` would otherwise make a huge integer); past it, it stays a float."""
+
+
+def _number(text: str) -> int | float:
+    exact = Decimal(text)
+    if exact.is_finite() and exact.adjusted() < _WHOLE_DIGITS and exact == exact.to_integral():
+        return int(exact)
+    return float(text)
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique, parse_constant=_refuse_constant, parse_float=_number
+)
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` (parsed JSON) with every float that is a whole number as an integer."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() and abs(value) < 10**_WHOLE_DIGITS else value
+    if kind is dict:
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if kind is list:
+        return [whole_numbers(item) for item in value]
+    return value
 
 
 def _depth_over(value: Any, limit: int) -> bool:
@@ -141,10 +182,12 @@ def read_json_object(
         quick = pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError:
         quick = None
-    if type(quick) is dict and _colons(text) == len(quick):
-        if b"[" in text if isinstance(text, bytes) else "[" in text:
-            check_depth(quick, what=what, max_depth=max_depth)
-        return quick
+    if (
+        type(quick) is dict
+        and _colons(text) == len(quick)
+        and all(type(item) in _SCALARS for item in quick.values())
+    ):
+        return quick  # the common case: flat, no float, read exactly as the exact parse reads it
     if not text.strip():
         return {}
     value = read_json(text, what=what, max_bytes=None, max_depth=max_depth)

@@ -50,7 +50,12 @@ from effectledger.errors import (
     ToolArgumentsRejected,
 )
 from effectledger.model.authority import Correlation, Proposal
-from effectledger.model.json_text import MAX_JSON_BYTES, check_depth, read_json_object
+from effectledger.model.json_text import (
+    MAX_JSON_BYTES,
+    check_depth,
+    read_json_object,
+    whole_numbers,
+)
 from effectledger.model.operations import Context, DispatchResult, OperationState
 from effectledger.model.results import EffectOutcome, EffectResult, TraceStep
 
@@ -125,13 +130,14 @@ def parse_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[s
     Read by the one parser every caller uses (:mod:`effectledger.model.json_text`): text over
     :data:`MAX_ARGUMENTS_BYTES`, malformed, not an object, with a repeated key, with NaN or
     Infinity, or nested deeper than 64 levels is refused with
-    :class:`~effectledger.errors.InvalidInput`; a mapping is held to the same depth.
+    :class:`~effectledger.errors.InvalidInput`; a mapping is held to the same depth. A whole
+    number written as ``30.0`` is the integer 30, in text or in a mapping.
     """
     if isinstance(arguments, str | bytes):
         return read_json_object(arguments, what=_WHAT, max_bytes=MAX_ARGUMENTS_BYTES)
     if isinstance(arguments, Mapping):
-        parsed = dict(arguments)
-        check_depth(parsed, what=_WHAT)
+        check_depth(arguments, what=_WHAT)
+        parsed: dict[str, Any] = whole_numbers(dict(arguments))
         return parsed
     if arguments is None:
         return {}
