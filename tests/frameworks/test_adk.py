@@ -299,6 +299,7 @@ def _open_files(prefix: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to count files")
 def test_a_thousand_cycles_keep_the_store_connections_bounded(tmp_path: Path) -> None:
     """A thousand pause-approve-resume cycles, each in ADK event loops of its own, perform a
