@@ -188,8 +188,10 @@ def hostile(*script: Step) -> Iterator[HostileServer]:
         thread.join(timeout=10)
 
 
-def closed_port() -> int:
-    """A 127.0.0.1 port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A 127.0.0.1 port that refuses connections for the ``with`` block: bound and never
+    listened on, so it refuses them, and held, so no other process can take it meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])

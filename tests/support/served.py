@@ -12,12 +12,20 @@ import re
 import subprocess
 import threading
 
-_SERVED = re.compile(r"the HTTP API: (http://[^/\s]+)/v1/")
+SERVE = re.compile(r"the HTTP API: (http://[^/\s]+)/v1/")
+"""Where ``effectledger serve`` says its API is."""
+RECEIVER = re.compile(r"serving the reference receiver on (http://\S+)")
+"""Where ``effectledger receiver`` says it is."""
+MCP = re.compile(r"serving MCP tools on (http://\S+)")
+"""Where ``effectledger mcp --transport streamable-http`` says its endpoint is."""
 
 
-def served_address(process: subprocess.Popen[str], *, timeout: float = 120) -> tuple[str, str]:
-    """``effectledger serve --port 0``'s base URL (``http://127.0.0.1:PORT``) and the output
-    read up to it; the process's standard error must go to its standard output, a pipe."""
+def served_address(
+    process: subprocess.Popen[str], *, says: re.Pattern[str] = SERVE, timeout: float = 120
+) -> tuple[str, str]:
+    """The base URL (``http://127.0.0.1:PORT``) a server started with ``--port 0`` prints, as
+    ``says`` finds it, and the output read up to it; the process's standard error must go to
+    its standard output, a pipe."""
     assert process.stdout is not None
     lines: queue.Queue[str] = queue.Queue()
 
@@ -25,7 +33,7 @@ def served_address(process: subprocess.Popen[str], *, timeout: float = 120) -> t
         assert process.stdout is not None
         for line in process.stdout:
             lines.put(line)
-            if _SERVED.search(line):
+            if says.search(line):
                 return
         lines.put("")  # the output ended first
 
@@ -35,10 +43,10 @@ def served_address(process: subprocess.Popen[str], *, timeout: float = 120) -> t
         try:
             line = lines.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError("serve printed no address:\n" + "".join(seen)) from None
+            raise AssertionError("no address printed:\n" + "".join(seen)) from None
         seen.append(line)
-        found = _SERVED.search(line)
+        found = says.search(line)
         if found:
             return found.group(1), "".join(seen)
         if not line:
-            raise AssertionError("serve ended before it listened:\n" + "".join(seen))
+            raise AssertionError("ended before it listened:\n" + "".join(seen))
