@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from effectledger.audit.explain import Sentence
 from effectledger.model.authority import CORRELATION_PATTERN, Approval, CapacityUsage, Proposal
+from effectledger.model.json_text import whole_numbers
 from effectledger.model.operations import AuditEvent, Operation
 
 __all__ = [
@@ -47,14 +48,6 @@ REASON_RULE = (
 )
 Digest = Annotated[str, Field(pattern=r"^(v[0-9]+:)?[0-9a-f]{64}$")]  # a v1 or v2 digest
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-def whole_number(value: object) -> object:
-    """``1.0`` as ``1``: JSON Schema counts a number with no fraction as an integer, so a client
-    may send either; any other value is left for the field's own (strict) check."""
-    if type(value) is float and value.is_integer():
-        return int(value)
-    return value
 
 
 CorrelationText = Annotated[str, Field(pattern=CORRELATION_PATTERN)]
@@ -102,7 +95,10 @@ class ApproveRequest(BaseModel):
     model_config = _CLOSED
 
     digest: Digest
-    expires_in_s: Annotated[int, Field(ge=1, le=366 * 86_400), BeforeValidator(whole_number)] = 3600
+    # 3600.0 is 3600, as JSON Schema counts it; 3600.5 is refused by the strict int.
+    expires_in_s: Annotated[int, Field(ge=1, le=366 * 86_400), BeforeValidator(whole_numbers)] = (
+        3600
+    )
 
     @property
     def expires_in(self) -> timedelta:
