@@ -314,7 +314,7 @@ def test_mcp_command_serves_streamable_http(world: World, tmp_path: Path) -> Non
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        url, _ = served_address(process, says=MCP)
+        url = served_address(process, says=MCP).base
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         deadline = time.monotonic() + 60
         while True:
@@ -336,4 +336,4 @@ def test_mcp_command_serves_streamable_http(world: World, tmp_path: Path) -> Non
         assert (stored.tenant_id, stored.proposer_id) == ("acme", "agent-7")
     finally:
         process.terminate()
-        process.communicate(timeout=60)
+        process.wait(timeout=60)

@@ -141,7 +141,8 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         stderr=subprocess.STDOUT,
         text=True,
     )
-    base, printed = served_address(server)
+    served = served_address(server)
+    base = served.base
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -150,7 +151,7 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
                     break
             except httpx.TransportError:
                 pass
-            assert server.poll() is None, server.communicate()[0]
+            assert server.poll() is None, served.output()
             assert time.monotonic() < deadline, "serve did not start"
             time.sleep(0.1)
         health = httpx.get(f"{base}/healthz").json()
@@ -172,7 +173,8 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         assert (front.status_code, front.headers["location"]) == (307, "/desk/")
     finally:
         server.send_signal(signal.SIGTERM)
-        output = printed + server.communicate(timeout=30)[0]
+        server.wait(timeout=60)
+        output = served.output()
     assert f"the reviewer's desk: {base}/desk/" in output
     assert f"the HTTP API: {base}/v1/" in output
     assert "--plain-http-cookies" in output

@@ -39,7 +39,7 @@ def test_receiver_command_serves_the_contract_until_stopped(tmp_path: Path) -> N
         text=True,
     )
     try:
-        base, _ = served_address(child, says=RECEIVER)
+        base = served_address(child, says=RECEIVER).base
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -60,7 +60,7 @@ def test_receiver_command_serves_the_contract_until_stopped(tmp_path: Path) -> N
             assert json.load(answer)["effects"] == 1
     finally:
         child.terminate()
-        child.communicate(timeout=60)
+        child.wait(timeout=60)
     assert db.exists()
 
 

@@ -7,7 +7,6 @@ listens has no such moment.
 
 from __future__ import annotations
 
-import queue
 import re
 import subprocess
 import threading
@@ -20,33 +19,43 @@ MCP = re.compile(r"serving MCP tools on (http://\S+)")
 """Where ``effectledger mcp --transport streamable-http`` says its endpoint is."""
 
 
+class Served:
+    """A server process's output, read whole by a thread of its own from the start, and the
+    address it said it listens on. Read its output here only (never ``communicate``): one
+    reader per pipe, so no line is lost between two."""
+
+    def __init__(self, process: subprocess.Popen[str], says: re.Pattern[str], timeout: float):
+        assert process.stdout is not None, "start the process with stdout=PIPE"
+        self._process = process
+        self._lines: list[str] = []
+        self._said: list[str] = []
+        self._found = threading.Event()
+        self._reader = threading.Thread(target=self._read, args=(says,), daemon=True)
+        self._reader.start()
+        if not self._found.wait(timeout) or not self._said:
+            raise AssertionError("no address printed:\n" + "".join(self._lines))
+        self.base = self._said[0]
+
+    def _read(self, says: re.Pattern[str]) -> None:
+        assert self._process.stdout is not None
+        with self._process.stdout:  # closed once the process has closed its end
+            for line in self._process.stdout:
+                self._lines.append(line)
+                found = None if self._said else says.search(line)
+                if found:
+                    self._said.append(found.group(1))
+                    self._found.set()
+        self._found.set()  # the output ended: with or without an address
+
+    def output(self, timeout: float = 60) -> str:
+        """Everything the process printed, once it has ended (wait for it first)."""
+        self._reader.join(timeout)
+        return "".join(self._lines)
+
+
 def served_address(
     process: subprocess.Popen[str], *, says: re.Pattern[str] = SERVE, timeout: float = 120
-) -> tuple[str, str]:
-    """The base URL (``http://127.0.0.1:PORT``) a server started with ``--port 0`` prints, as
-    ``says`` finds it, and the output read up to it; the process's standard error must go to
-    its standard output, a pipe."""
-    assert process.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-            if says.search(line):
-                return
-        lines.put("")  # the output ended first
-
-    threading.Thread(target=read, daemon=True).start()
-    seen: list[str] = []
-    while True:
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError("no address printed:\n" + "".join(seen)) from None
-        seen.append(line)
-        found = says.search(line)
-        if found:
-            return found.group(1), "".join(seen)
-        if not line:
-            raise AssertionError("ended before it listened:\n" + "".join(seen))
+) -> Served:
+    """The server ``process`` (stderr to stdout, a pipe) as soon as it prints the base URL
+    (``http://127.0.0.1:PORT``) that ``says`` finds."""
+    return Served(process, says, timeout)

@@ -113,9 +113,9 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
         in_api = ("--worker", *WORKER) if mode == "serve-worker" else ()
         server = _start(folder, env, "serve", "--db", store_url, "--app", "shop:build",
                         "--port", "0", *in_api)  # fmt: skip
-        base, printed = served_address(server)
+        served = served_address(server)
         worker: subprocess.Popen[str] | None = None
-        api = httpx.Client(base_url=base, timeout=10)
+        api = httpx.Client(base_url=served.base, timeout=10)
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -124,7 +124,7 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
                         break
                 except httpx.TransportError:
                     pass
-                assert server.poll() is None, server.communicate()[0]
+                assert server.poll() is None, served.output()
                 assert time.monotonic() < deadline, "serve did not start"
                 time.sleep(0.1)
 
@@ -160,8 +160,9 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
         finally:
             api.close()
             worker_code, worker_output = (0, "") if worker is None else _stop(worker)
-            server_code, server_output = _stop(server)
-            server_output = printed + server_output
+            server.send_signal(signal.SIGTERM)
+            server_code = server.wait(timeout=60)
+            server_output = served.output()
         assert worker_code == 0, worker_output
         assert server_code in (0, -signal.SIGTERM), server_output
         ran = server_output if worker is None else worker_output
