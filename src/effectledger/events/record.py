@@ -248,6 +248,8 @@ _SPLICE: Final = [
     (("," if i else "{") + f'"{field.name}":', field.column, field.kind == "object")
     for i, field in enumerate(EVENT_FIELDS)
 ]
+_KEYS: Final = tuple(key for key, _, _ in _SPLICE)
+_COLUMNS: Final = tuple(column for _, column, _ in _SPLICE)
 
 
 def entry_from_row(row: Mapping[str, Any]) -> bytes:
@@ -259,8 +261,27 @@ def entry_from_row(row: Mapping[str, Any]) -> bytes:
     gives other bytes, so callers compare the result's hash with the stored ``event_hash`` (the
     sealer does) or leave that to verification (the exporter).
     """
-    parts = [key + (row[name] if raw else _scalar(row[name])) for key, name, raw in _SPLICE]
-    return ("".join(parts) + "}").encode()
+    values = [row[column] for column in _COLUMNS]
+    details = values[_OBJECT]
+    values[_OBJECT] = None
+    # The scalar texts, checked at once: printable ASCII without '"' or '\\' (what the ledger
+    # writes) is quoted as it is; anything else goes through _scalar's own check, field by field.
+    texts = "".join([value for value in values if type(value) is str])
+    if texts.isascii() and texts.isprintable() and '"' not in texts and "\\" not in texts:
+        parts = [
+            '"' + value + '"'
+            if type(value) is str
+            else "null"
+            if value is None
+            else str(value)
+            if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+            else _scalar(value)
+            for value in values
+        ]
+    else:
+        parts = [_scalar(value) for value in values]
+    parts[_OBJECT] = details
+    return ("".join([key + part for key, part in zip(_KEYS, parts, strict=True)]) + "}").encode()
 
 
 def stored_entry(row: Mapping[str, Any]) -> bytes:

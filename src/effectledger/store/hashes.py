@@ -102,7 +102,11 @@ def unpacked(value: Any) -> Any:
 
 def storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
     """``params`` checked (:func:`refuse_unstorable_text`) with every hash parameter packed."""
-    refuse_unstorable_text(params)
+    # One check of all the text at once (the common case: ASCII without NUL); the check that
+    # names the field runs only when it finds something.
+    joined = "".join([value for value in params.values() if type(value) is str])
+    if "\x00" in joined or not joined.isascii():
+        refuse_unstorable_text(params)
     if HASH_PARAMETERS.isdisjoint(params):
         return params
     return {
