@@ -40,8 +40,29 @@ from effectledger.model.operations import (
 )
 from effectledger.model.states import EventType
 from effectledger.store import Transaction
+from effectledger.store.hashes import unpacked
 
-__all__ = ["admit_in", "draft_operation", "insert_operation", "insert_operation_row"]
+__all__ = [
+    "TrailHead",
+    "admit_in",
+    "draft_operation",
+    "insert_operation",
+    "insert_operation_row",
+    "trail_head",
+]
+
+TrailHead = tuple[int, str]
+"""The last event of a trail: its sequence and its event hash (``(0, GENESIS_HASH)`` before
+the first event)."""
+
+
+def trail_head(row: Row) -> TrailHead:
+    """The trail head a read returned as ``head_sequence`` and ``head_hash`` (stored bytes)."""
+    sequence = row["head_sequence"]
+    if sequence is None:
+        return 0, GENESIS_HASH
+    return int(sequence), unpacked(row["head_hash"])
+
 
 MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
 _COMPARED = (
@@ -140,7 +161,12 @@ def insert_operation(
 
 
 def insert_operation_row(
-    tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any], *, own_trail: bool = False
+    tx: Transaction,
+    ledger: LedgerParts,
+    draft: Mapping[str, Any],
+    *,
+    own_trail: bool = False,
+    head: TrailHead | None = None,
 ) -> tuple[Row, bool]:
     """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
 
@@ -150,7 +176,8 @@ def insert_operation_row(
     as it is, not compared (:func:`insert_operation` compares it). With ``own_trail`` (an
     admission on an outside decision) an id whose trail was begun by a proposal belongs to
     that proposal, and :class:`OperationIdTaken` is raised (nothing is kept); the proposal is
-    looked for only when the id already has a trail.
+    looked for only when the id already has a trail. ``head``: the trail's head as the caller
+    read it in this transaction while holding the trail (else it is read here).
     """
     trail = key(draft["tenant_id"], draft["operation_id"])
     # The insert itself is the existence check: it returns the new row, or none if the id is
@@ -161,13 +188,15 @@ def insert_operation_row(
     # into the admission event as well as the row, so that the trail key authenticates it: a
     # row given a new key (to make the destination see a new request) is refused at the claim.
     idempotency_key = f"el-{new_id()}"
-    head = tx.one("event_head", trail)
-    sequence = 1 if head is None else int(head["sequence"]) + 1
+    if head is None:
+        last = tx.one("event_head", trail)
+        head = (0, GENESIS_HASH) if last is None else (int(last["sequence"]), last["event_hash"])
+    sequence = head[0] + 1
     event = write_event(
         tx,
         **trail,
         sequence=sequence,
-        prev_hash=GENESIS_HASH if head is None else head["event_hash"],
+        prev_hash=head[1],
         actor=draft["requester_id"],
         event_type=EventType.OPERATION_ADMITTED,
         now_us=at_us,

@@ -472,10 +472,20 @@ INSERT INTO approvals (
 );
 
 -- name: admission_approval
--- What an admission needs to know about its authority, in one read: the first denial of the
--- proposal (if any), the presented approval's row (all NULL if there is none or no id was
--- given) and whether that approval was already consumed.
-SELECT (
+-- What an admission needs to know, in one read once its trail is held: whether the operation
+-- was admitted already (``admitted``, and for which proposal), the first denial of the proposal
+-- (if any), the presented approval's row (all NULL if there is none or no id was given), whether
+-- that approval was already consumed, and the head of the operation's trail (``head_sequence``
+-- and ``head_hash``, the stored bytes of its event hash; NULL before its first event).
+SELECT EXISTS (
+           SELECT 1 FROM operations AS o
+           WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s
+       ) AS admitted,
+       (
+           SELECT o.proposal_id FROM operations AS o
+           WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s
+       ) AS admitted_proposal_id,
+       (
            SELECT d.approver_id FROM approvals AS d
            WHERE d.tenant_id = %(tenant_id)s AND d.proposal_id = %(proposal_id)s
              AND d.decision = 'denied'
@@ -485,7 +495,17 @@ SELECT (
        EXISTS (
            SELECT 1 FROM approval_consumptions AS c
            WHERE c.tenant_id = %(tenant_id)s AND c.approval_id = %(approval_id)s
-       ) AS consumed
+       ) AS consumed,
+       (
+           SELECT h.sequence FROM audit_events AS h
+           WHERE h.tenant_id = %(tenant_id)s AND h.operation_id = %(operation_id)s
+           ORDER BY h.sequence DESC LIMIT 1
+       ) AS head_sequence,
+       (
+           SELECT h.event_hash FROM audit_events AS h
+           WHERE h.tenant_id = %(tenant_id)s AND h.operation_id = %(operation_id)s
+           ORDER BY h.sequence DESC LIMIT 1
+       ) AS head_hash
 FROM (SELECT 1 AS one) AS request
 LEFT JOIN approvals AS a ON a.tenant_id = %(tenant_id)s AND a.approval_id = %(approval_id)s;
 
