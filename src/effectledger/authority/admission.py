@@ -19,7 +19,7 @@ from effectledger.ledger import (
     Ledger,
     TrailHead,
     append_event,
-    draft_operation,
+    draft_checked,
     insert_operation_row,
     lock_scope,
     lock_trail,
@@ -27,6 +27,7 @@ from effectledger.ledger import (
     trail_head,
 )
 from effectledger.ledger.stored import approval_from_row, operation_from_row
+from effectledger.ledger.validation import reference as checked_reference
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.operations import (
     Command,
@@ -175,11 +176,15 @@ def _decide(
     if not approvals and decision.tier is Tier.PREAUTHORIZED:
         approvals = [_preauthorize(tx, ledger, context, proposal, decision.policy_version, now)]
         head = None
-    if approvals:
+    if approvals:  # an approval id the ledger stored: a reference as it is
         reference = f"approval/{approvals[0].approval_id}"
-    else:
-        reference = f"policy/{decision.policy_version}/{decision.tier.value}"
-    draft = draft_operation(
+    else:  # the application's policy version: checked as any reference
+        reference = checked_reference(
+            f"policy/{decision.policy_version}/{decision.tier.value}", "admission_reference"
+        )
+    # The proposal's values were checked when it was proposed, and its digest recomputed when
+    # it was read: not checked again.
+    draft = draft_checked(
         context,
         operation_id=proposal.operation_id,
         revision=proposal.proposal_id,

@@ -57,6 +57,7 @@ __all__ = [
     "event_from_row",
     "event_version",
     "hash_event",
+    "hash_event_stored",
     "hash_of_entry",
     "leaf_of_entry",
     "stored_entry",
@@ -219,10 +220,25 @@ def hash_event(body: Mapping[str, Any]) -> tuple[str, str]:
     ``details_json`` is the canonical text of the body's object field, stored beside the hash;
     it is cut out of the body's text (see :data:`OBJECT_KEY`) instead of encoded a second time.
     """
+    event_hash, details_json, _ = hash_event_stored(body)
+    return event_hash, details_json
+
+
+_STORED_TAG: Final = {1: b"", 2: b"\x02"}
+"""What the stored bytes of a hash put before its digest, per version (``store.hashes``)."""
+
+
+def hash_event_stored(body: Mapping[str, Any]) -> tuple[str, str, bytes]:
+    """:func:`hash_event`, and the hash's stored bytes (``store.hashes``), from one digest."""
     data = canonical_bytes(body)
     start = data.index(OBJECT_KEY) + len(OBJECT_KEY)
     end = data.rindex(AFTER_KEY)
-    return hash_of_entry(data), data[start:end].decode("utf-8")
+    digest = _sha256(EVENT_DOMAINS[CURRENT_VERSION] + data).digest()
+    return (
+        _MARKS[CURRENT_VERSION] + digest.hex(),
+        data[start:end].decode("utf-8"),
+        _STORED_TAG[CURRENT_VERSION] + digest,
+    )
 
 
 def _scalar(value: Any) -> str:

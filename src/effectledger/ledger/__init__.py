@@ -18,6 +18,7 @@ transaction (an admission on a proposal, an approval, a pool's limit).
 
 from effectledger.ledger.admission import (
     TrailHead,
+    draft_checked,
     draft_operation,
     insert_operation,
     insert_operation_row,
@@ -56,6 +57,7 @@ __all__ = [
     "append_event",
     "claim_admitted",
     "claim_in",
+    "draft_checked",
     "draft_operation",
     "insert_operation",
     "insert_operation_row",

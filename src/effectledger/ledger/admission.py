@@ -45,6 +45,7 @@ from effectledger.store.hashes import unpacked
 __all__ = [
     "TrailHead",
     "admit_in",
+    "draft_checked",
     "draft_operation",
     "insert_operation",
     "insert_operation_row",
@@ -120,6 +121,36 @@ def draft_operation(
         validate_identifier(pool, "pool")
     if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= MAX_UNITS:
         raise InvalidInput(f"units must be an integer from 0 to {MAX_UNITS}", field="units")
+    return draft_checked(
+        context,
+        operation_id=operation_id,
+        revision=revision,
+        command=command,
+        destination=destination,
+        admission_reference=admission_reference,
+        proposal_id=proposal_id,
+        approval_id=approval_id,
+        pool=pool,
+        units=units,
+    )
+
+
+def draft_checked(
+    context: Context,
+    *,
+    operation_id: str,
+    revision: str,
+    command: Command,
+    destination: DestinationRef,
+    admission_reference: str,
+    proposal_id: str | None,
+    approval_id: str | None,
+    pool: str | None,
+    units: int,
+) -> dict[str, Any]:
+    """The row :func:`draft_operation` returns, for values already checked: those it checked,
+    or an admitted proposal's, which were checked when it was proposed and whose digest was
+    recomputed when it was read (its authority's own ids, checked where they were read)."""
     stored_command = {
         "action": command.action,
         "contract_version": command.contract_version,
@@ -217,6 +248,7 @@ def insert_operation_row(
         {
             **draft,
             **event,
+            "event_hash": event["stored_hash"],
             "idempotency_key": idempotency_key,
             "event_sequence": sequence,
             "now_us": at_us,

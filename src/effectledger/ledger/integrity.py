@@ -125,9 +125,10 @@ def check_dispatchable(
             row, "state_not_in_trail", f"its trail leaves it {state}, not {OperationState.READY}"
         )
     admitted = [event for event in trail if event["event_type"] == EventType.OPERATION_ADMITTED]
-    if not admitted or _details(admitted[-1]).get("fingerprint") != row["fingerprint"]:
+    admission = _details(admitted[-1]) if admitted else {}
+    if not admitted or admission.get("fingerprint") != row["fingerprint"]:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
-    _check_admitted_delivery(row, _details(admitted[-1]))
+    _check_admitted_delivery(row, admission)
     if row["proposal_id"] is None:
         return None
     if proposal is None:

@@ -79,8 +79,15 @@ def packed_or_text(value: StoredValue) -> StoredValue:
 
 def pack_hash(text: str) -> bytes:
     """The stored bytes of a hash string (see the module docstring for the three forms)."""
-    packed = packed_form(text)
-    return text.encode("utf-8") if packed is None else packed
+    size = len(text)
+    if size == 67 and text[:3] == _V2:  # packed_form, spelled out: every write's hash
+        try:
+            packed = bytes.fromhex(text[3:])
+        except ValueError:
+            return text.encode("utf-8")
+        return _V2_TAG + packed if packed.hex() == text[3:] else text.encode("utf-8")
+    packed_or_none = packed_form(text) if size == 64 else None
+    return text.encode("utf-8") if packed_or_none is None else packed_or_none
 
 
 def unpack_hash(stored: bytes) -> str:
