@@ -179,9 +179,8 @@ def _decide(
     if approvals:  # an approval id the ledger stored: a reference as it is
         reference = f"approval/{approvals[0].approval_id}"
     else:  # the application's policy version: checked as any reference
-        reference = checked_reference(
-            f"policy/{decision.policy_version}/{decision.tier.value}", "admission_reference"
-        )
+        reference = f"policy/{decision.policy_version}/{decision.tier.value}"
+        checked_reference(reference, "admission_reference")
     # The proposal's values were checked when it was proposed, and its digest recomputed when
     # it was read: not checked again.
     draft = draft_checked(

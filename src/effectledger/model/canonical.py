@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Any, Final
 
 from effectledger.errors import InvalidInput
@@ -208,10 +209,11 @@ def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
 _dumps = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
 ).encode
+_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 _chunks = (
     None
-    if json.encoder.c_make_encoder is None
-    else json.encoder.c_make_encoder(
+    if _make_encoder is None
+    else _make_encoder(
         None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, True
     )
 )
@@ -252,7 +254,7 @@ def canonical_bytes(
     return data
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())
+_scan: Any = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def loads_stored(text: str) -> Any:

@@ -313,7 +313,7 @@ def transition(event_type: str, state: OperationState | None) -> Transition:
     """
     # A member, or its stored name: a StrEnum hashes and compares as its value.
     if type(event_type) is EventType or type(event_type) is str:
-        found = _BY_EVENT.get((event_type, state))
+        found = _BY_EVENT.get((event_type, state))  # type: ignore[arg-type]
         if found is not None:
             return found
     try:
