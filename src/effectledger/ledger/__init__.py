@@ -25,7 +25,7 @@ from effectledger.ledger.admission import (
     trail_head,
 )
 from effectledger.ledger.claims import claim_admitted, claim_in
-from effectledger.ledger.reads import replayed_result
+from effectledger.ledger.replays import replayed_result
 from effectledger.ledger.settings import (
     AUDITOR_ROLE,
     DISPATCH_WORKER,

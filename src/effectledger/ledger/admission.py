@@ -35,6 +35,7 @@ from effectledger.model.operations import (
     Context,
     DestinationRef,
     Operation,
+    OperationState,
     Row,
     validate_identifier,
 )
@@ -259,14 +260,31 @@ def insert_operation_row(
         if existing is None:  # pragma: no cover - the conflicting row is visible
             raise NotFound("operation vanished during admission")
         return existing, False
-    if own_trail and head is not None and tx.one("proposal_for_operation", trail):
+    if own_trail and head[0] > 0 and tx.one("proposal_for_operation", trail):
         # Raised inside the transaction: the row and its event are rolled back with it.
         raise OperationIdTaken(
             f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
             operation_id=draft["operation_id"],
         )
     keep_admitted(tx, draft["tenant_id"], draft["operation_id"])
-    return inserted, True
+    # The row as inserted, from the values it was written with: not read back.
+    row = {
+        **draft,
+        "idempotency_key": idempotency_key,
+        "state": OperationState.READY.value,
+        "version": 1,
+        "active_attempt_id": None,
+        "provider_reference": None,
+        "inconclusive_lookups": 0,
+        "retries_authorized": 0,
+        "review_owner": None,
+        "review_deadline_us": None,
+        "created_us": at_us,
+        "updated_us": at_us,
+        "last_event_hash": event["event_hash"],
+        "event_sequence": sequence,
+    }
+    return row, True
 
 
 def _matching(row: Row, draft: Mapping[str, Any]) -> Operation:

@@ -13,8 +13,9 @@ SELECT max(version) AS version FROM schema_migrations;
 
 -- name: operation_insert
 -- An admission's operation and its OperationAdmitted event. Two statements run in order in the
--- caller's transaction; the answer is the first one's: the inserted row, or no row if the
--- operation id is taken (then read the one that is), and then the event is not appended either.
+-- caller's transaction; the answer is the first one's: a row if it inserted the operation (whose
+-- values the caller knows: nothing is read back), or no row if the operation id is taken (then
+-- read the one that is), and then the event is not appended either.
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -27,7 +28,7 @@ INSERT INTO operations (
     :approval_id, :pool, :units
 )
 ON CONFLICT (tenant_id, operation_id) DO NOTHING
-RETURNING *;
+RETURNING 1 AS inserted;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
     evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
@@ -281,17 +282,23 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND proposal_id = :proposal
 SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 
 -- name: proposal_replay
--- A perform's first read: the proposal and the operation admitted for it, if any. A repeated
--- perform ends here; a first one admits the proposal read here. The digest comes as its stored
+-- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
+-- the operation's trail (the event at its ``event_sequence``: its type, its details, and whether
+-- its hash is the row's ``last_event_hash``). A repeated perform ends here, its recorded result
+-- checked against that head; a first one admits the proposal read here. The digest comes as its stored
 -- bytes (``stored_digest``, not a hash column's name, and no DIGEST type: a CAST): a replay
 -- never reads it, and an admission turns it into its string once.
 SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.contract_version,
        p.target, p.resource_version, p.arguments_json, p.units, p.pool, p.destination_account,
        p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,
        CAST(p.digest AS BLOB) AS stored_digest,
-       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id
+       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id,
+       o.event_sequence, h.event_type AS head_type, h.details_json AS head_details,
+       h.event_hash = o.last_event_hash AS head_matches
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+LEFT JOIN audit_events AS h
+  ON h.tenant_id = o.tenant_id AND h.operation_id = o.operation_id AND h.sequence = o.event_sequence
 WHERE p.tenant_id = :tenant_id AND p.proposal_id = :proposal_id;
 
 -- name: proposal_decision
