@@ -12,6 +12,8 @@ reported as the outcome.
 
 from __future__ import annotations
 
+from typing import Final
+
 from effectledger.errors import ChainBreak, TamperedOperation
 from effectledger.events.chain import verify_stored_chain
 from effectledger.ledger.stored import result_from_row
@@ -28,6 +30,14 @@ _STATE_BY_NAME = {event.value: state for event, state in STATE_AFTER.items()}
 _ACCEPTANCES = frozenset(
     name for name, state in _STATE_BY_NAME.items() if state is OperationState.SUCCEEDED
 )
+_NAMED: Final = ":reference"
+_HEADS = {
+    **{name: state for name, state in _STATE_BY_NAME.items() if name not in _ACCEPTANCES},
+    **{name + _NAMED: OperationState.SUCCEEDED for name in _ACCEPTANCES},
+}
+"""The state a ``proposal_replay`` row's ``head`` vouches for: a state-changing event that is
+the row's head, an acceptance only when its details name the row's reference."""
+_NAMED_HEADS = frozenset(name + _NAMED for name in _ACCEPTANCES)
 
 
 def replayed_result(row: Row | None, context: Context, store: Store) -> DispatchResult | None:
@@ -44,19 +54,9 @@ def replayed_result(row: Row | None, context: Context, store: Store) -> Dispatch
         or row["requester_id"] != context.actor_id
     ):
         return None
-    head = row["head_type"]
-    reference = row["provider_reference"]
-    if (
-        row["head_matches"]
-        and _STATE_BY_NAME.get(head) == state
-        and (
-            reference is None
-            if head not in _ACCEPTANCES
-            # The canonical details name the reference as this text when it needs no escape.
-            else reference is not None
-            and f'"provider_reference":"{reference}"' in row["head_details"]
-        )
-    ):
+    head = row["head"]
+    # An acceptance's head names the row's reference; any other head vouches for a row without.
+    if _HEADS.get(head) == state and (row["provider_reference"] is None) != (head in _NAMED_HEADS):
         return result_from_row(row)
     _check_trail(store, row)
     return result_from_row(row)
@@ -66,17 +66,20 @@ def _check_trail(store: Store, row: Row) -> None:
     """Read the operation's trail and check the row's state and reference against it, as a
     claim does; raise :class:`TamperedOperation` where they disagree."""
     operation_id = row["operation_id"]
-    events = store.read(
-        lambda tx: tx.all("events_for_operation", key(row["tenant_id"], operation_id))
+    trail_key = key(row["tenant_id"], operation_id)
+    operation, events = store.read(
+        lambda tx: (tx.one("operation_get", trail_key), tx.all("events_for_operation", trail_key))
     )
     try:
         verify_stored_chain(events)
     except ChainBreak as exc:
         raise _refused(operation_id, "chain_broken", "its trail is not an unbroken chain") from exc
-    sequence = int(row["event_sequence"] or len(events))
-    trail = events[:sequence]
-    if not 0 < sequence <= len(events) or (not row["head_matches"] and row["head_type"]):
+    sequence = len(events) if operation is None else int(operation["event_sequence"] or 0)
+    if not 0 < sequence <= len(events) or (
+        operation is not None and events[sequence - 1]["event_hash"] != operation["last_event_hash"]
+    ):
         raise _refused(operation_id, "chain_broken", "its row does not point into its trail")
+    trail = events[:sequence]
     try:
         state = implied_state(event["event_type"] for event in trail)
     except ValueError as exc:

@@ -283,8 +283,9 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operati
 
 -- name: proposal_replay
 -- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
--- the operation's trail (the event at its ``event_sequence``: its type, its details, and whether
--- its hash is the row's ``last_event_hash``). A repeated perform ends here, its recorded result
+-- the operation's trail (``head``: the type of the event at its ``event_sequence`` if that
+-- event's hash is the row's ``last_event_hash``, with ``:reference`` after it if its details
+-- name the row's provider reference as the canonical text of one that needs no escape). A repeated perform ends here, its recorded result
 -- checked against that head; a first one admits the proposal read here. The digest comes as its stored
 -- bytes (``stored_digest``, not a hash column's name, and no DIGEST type: a CAST): a replay
 -- never reads it, and an admission turns it into its string once.
@@ -293,8 +294,9 @@ SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.co
        p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,
        CAST(p.digest AS BLOB) AS stored_digest,
        o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id,
-       o.event_sequence, h.event_type AS head_type, h.details_json AS head_details,
-       h.event_hash = o.last_event_hash AS head_matches
+       CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
+           WHEN instr(h.details_json, '"provider_reference":"' || o.provider_reference || '"') > 0
+           THEN ':reference' ELSE '' END END AS head
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
 LEFT JOIN audit_events AS h
