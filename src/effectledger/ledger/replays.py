@@ -30,7 +30,7 @@ _STATE_BY_NAME = {event.value: state for event, state in STATE_AFTER.items()}
 _ACCEPTANCES = frozenset(
     name for name, state in _STATE_BY_NAME.items() if state is OperationState.SUCCEEDED
 )
-_NAMED: Final = ":reference"
+_NAMED: Final = "+reference"
 _HEADS = {
     **{name: state for name, state in _STATE_BY_NAME.items() if name not in _ACCEPTANCES},
     **{name + _NAMED: OperationState.SUCCEEDED for name in _ACCEPTANCES},

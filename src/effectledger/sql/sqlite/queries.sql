@@ -284,7 +284,7 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operati
 -- name: proposal_replay
 -- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
 -- the operation's trail (``head``: the type of the event at its ``event_sequence`` if that
--- event's hash is the row's ``last_event_hash``, with ``:reference`` after it if its details
+-- event's hash is the row's ``last_event_hash``, with ``+reference`` after it if its details
 -- name the row's provider reference as the canonical text of one that needs no escape). A repeated perform ends here, its recorded result
 -- checked against that head; a first one admits the proposal read here. The digest comes as its stored
 -- bytes (``stored_digest``, not a hash column's name, and no DIGEST type: a CAST): a replay
@@ -296,7 +296,7 @@ SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.co
        o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id,
        CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
            WHEN instr(h.details_json, '"provider_reference":"' || o.provider_reference || '"') > 0
-           THEN ':reference' ELSE '' END END AS head
+           THEN '+reference' ELSE '' END END AS head
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
 LEFT JOIN audit_events AS h
