@@ -312,10 +312,10 @@ SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND operation_id = %(ope
 -- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
 -- the operation's trail (``head``: the type of the event at its ``event_sequence`` if that
 -- event's hash is the row's ``last_event_hash``, with ``+reference`` after it if its details
--- name the row's provider reference as the canonical text of one that needs no escape). A repeated perform ends here, its recorded result
--- checked against that head; a first one admits the proposal read here. The digest comes as its stored
--- bytes (``stored_digest``, not a hash column's name): a replay
--- never reads it, and an admission turns it into its string once.
+-- name the row's provider reference as the canonical text of one that needs no escape). A
+-- repeated perform ends here, its recorded result checked against that head; a first one admits
+-- the proposal read here. The digest comes as its stored bytes (``stored_digest``, not a hash
+-- column's name): a replay never reads it, and an admission turns it into its string once.
 SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.contract_version,
        p.target, p.resource_version, p.arguments_json, p.units, p.pool, p.destination_account,
        p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,

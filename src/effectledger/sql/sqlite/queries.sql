@@ -285,15 +285,23 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operati
 -- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
 -- the operation's trail (``head``: the type of the event at its ``event_sequence`` if that
 -- event's hash is the row's ``last_event_hash``, with ``+reference`` after it if its details
--- name the row's provider reference as the canonical text of one that needs no escape). A repeated perform ends here, its recorded result
--- checked against that head; a first one admits the proposal read here. The digest comes as its stored
--- bytes (``stored_digest``, not a hash column's name, and no DIGEST type: a CAST): a replay
--- never reads it, and an admission turns it into its string once.
-SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.contract_version,
-       p.target, p.resource_version, p.arguments_json, p.units, p.pool, p.destination_account,
-       p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,
-       CAST(p.digest AS BLOB) AS stored_digest,
-       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id,
+-- name the row's provider reference as the canonical text of one that needs no escape). A
+-- repeated perform ends here, its recorded result checked against that head; a first one admits
+-- the proposal read here. The digest comes as its stored bytes (``stored_digest``, not a hash
+-- column's name, and no DIGEST type: a CAST): a replay never reads it, and an admission turns
+-- it into its string once. Every other column is read as ``+column`` (SQLite's no-op unary
+-- plus): an expression has no declared type, so the driver looks up no converter for it.
+SELECT +p.tenant_id AS tenant_id, +p.proposal_id AS proposal_id, +p.operation_id AS operation_id,
+       +p.proposer_id AS proposer_id, +p.action AS action, +p.contract_version AS contract_version,
+       +p.target AS target, +p.resource_version AS resource_version,
+       +p.arguments_json AS arguments_json, +p.units AS units, +p.pool AS pool,
+       +p.destination_account AS destination_account,
+       +p.destination_endpoint AS destination_endpoint, +p.policy_version AS policy_version,
+       +p.expires_us AS expires_us, +p.correlation_json AS correlation_json,
+       +p.created_us AS created_us, CAST(p.digest AS BLOB) AS stored_digest,
+       +o.requester_id AS requester_id, +o.state AS state,
+       +o.provider_reference AS provider_reference, +o.active_attempt_id AS active_attempt_id,
+       +o.approval_id AS approval_id,
        CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
            WHEN instr(h.details_json, '"provider_reference":"' || o.provider_reference || '"') > 0
            THEN '+reference' ELSE '' END END AS head
