@@ -53,7 +53,15 @@ class Caller(Protocol):
 
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON: ...
 
-    def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON: ...
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        approval_id: str | None,
+        tenant_id: str | None = None,
+    ) -> JSON:
+        """Perform as ``context``; ``tenant_id``: the tenant the host addresses the call to."""
+        ...
 
     def status(self, context: Context, operation_id: str) -> JSON: ...
 
@@ -119,6 +127,8 @@ class Observed:
     units: tuple[int, int]
     approval_consumed: bool | None
     trail: tuple[str, ...]
+    proposals: int
+    """Proposal rows: one per ``proposed`` answer, none for a refused or repeated call."""
 
 
 @dataclass
@@ -151,9 +161,17 @@ class Run:
         self.approval_id = self.approval_id or approval.approval_id
         return approval.approval_id
 
-    def perform(self, proposal_id: str, approval_id: str | None, context: Context = AGENT) -> JSON:
-        """``context`` performs through the caller."""
-        return self.record(self.caller.perform(context, proposal_id, approval_id))
+    def perform(
+        self,
+        proposal_id: str,
+        approval_id: str | None,
+        context: Context = AGENT,
+        tenant_id: str | None = None,
+    ) -> JSON:
+        """``context`` performs through the caller, addressed to ``tenant_id`` when it is given."""
+        if tenant_id is None:
+            return self.record(self.caller.perform(context, proposal_id, approval_id))
+        return self.record(self.caller.perform(context, proposal_id, approval_id, tenant_id))
 
     def observe(self) -> Observed:
         """The durable facts: receiver counts, rows, units, consumption, the trail."""
@@ -175,6 +193,7 @@ class Run:
             units=(usage.held, usage.committed),
             approval_consumed=None if self.approval_id is None else consumed is not None,
             trail=trail,
+            proposals=count_rows(world.store_url, "proposals"),
         )
 
 
@@ -194,9 +213,13 @@ def wrong_actor(run: Run) -> None:
 
 
 def wrong_tenant(run: Run) -> None:
-    """Another tenant's caller sees the proposal as unknown, exactly like a made-up id."""
+    """A call the host addresses to another tenant stops at the tenant step with nothing read,
+    and naming the proposal's tenant never widens what another tenant's identity reaches; with
+    no tenant named, another tenant's caller sees the proposal as unknown, like a made-up id."""
     proposal = run.propose()
     approval_id = run.approve(proposal)
+    run.perform(proposal["proposal_id"], approval_id, tenant_id="globex")
+    run.perform(proposal["proposal_id"], approval_id, context=OUTSIDER, tenant_id="acme")
     run.perform(proposal["proposal_id"], approval_id, context=OUTSIDER)
     run.perform("prop-unknown", approval_id, context=OUTSIDER)
 
@@ -326,6 +349,17 @@ def _denied(reason: str) -> JSON:
     }
 
 
+def _rejected(reason: str) -> JSON:
+    """A denial at the tenant step: the request names a tenant other than the caller's."""
+    return {
+        "outcome": "denied",
+        "state": None,
+        "reason": reason,
+        "uncertain": False,
+        "trace": [["request", "received"], ["tenant", "rejected"]],
+    }
+
+
 def _done(outcome: str, reservation: str, state: str = "SUCCEEDED") -> JSON:
     return {
         "outcome": outcome,
@@ -336,12 +370,16 @@ def _done(outcome: str, reservation: str, state: str = "SUCCEEDED") -> JSON:
     }
 
 
+def _proposed(results: tuple[JSON, ...]) -> int:
+    return sum(result == PROPOSED for result in results)
+
+
 def _nothing(results: tuple[JSON, ...], trail: tuple[str, ...], consumed: bool | None) -> Observed:
-    return Observed(results, 0, 0, 0, 0, (0, 0), consumed, trail)
+    return Observed(results, 0, 0, 0, 0, (0, 0), consumed, trail, _proposed(results))
 
 
 def _once(results: tuple[JSON, ...], trail: tuple[str, ...] = PERFORMED_TRAIL) -> Observed:
-    return Observed(results, 1, 1, 1, 1, (0, 30), True, trail)
+    return Observed(results, 1, 1, 1, 1, (0, 30), True, trail, _proposed(results))
 
 
 @dataclass(frozen=True)
@@ -364,7 +402,13 @@ SCENARIOS = (
         "wrong_tenant",
         wrong_tenant,
         _nothing(
-            (PROPOSED, _denied("not_found"), _denied("not_found")),
+            (
+                PROPOSED,
+                _rejected("tenant_mismatch"),
+                _rejected("tenant_mismatch"),
+                _denied("not_found"),
+                _denied("not_found"),
+            ),
             ("ProposalRecorded", "ApprovalGranted"),
             False,
         ),
