@@ -14,6 +14,7 @@ is the same record written out, so every caller is held to one answer, the direc
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from effectledger import (
     Context,
     DestinationRef,
+    Display,
     EffectLedger,
     LedgerSettings,
     ManualClock,
@@ -85,21 +87,27 @@ class World:
         self.receiver.close()
 
 
-def build_world(store_url: str, directory: Path, clock: ManualClock) -> World:
-    """A ledger over ``store_url`` and a receiver file in ``directory``, refunds declared."""
+def build_world(
+    store_url: str, directory: Path, clock: ManualClock, display: Display | None = None
+) -> World:
+    """A ledger over ``store_url`` and a receiver file in ``directory``, refunds declared
+    (with ``display`` as the summary a reviewer reads, when given)."""
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     app = EffectLedger(open_store(store_url), clock=clock, settings=LedgerSettings())
-    app.register(refund_action(orders=orders, destination=destination), receiver)
+    action = refund_action(orders=orders, destination=destination)
+    if display is not None:
+        action = dataclasses.replace(action, display=display)
+    app.register(action, receiver)
     return World(store_url, directory, clock, app.ledger, receiver, orders, app, app)
 
 
 @contextmanager
-def fresh_world(store_url: str, directory: Path) -> Iterator[World]:
+def fresh_world(store_url: str, directory: Path, display: Display | None = None) -> Iterator[World]:
     """A fresh world (empty ledger, new receiver file) that is closed afterwards."""
     directory.mkdir(parents=True, exist_ok=True)
-    world = build_world(store_url, directory, ManualClock())
+    world = build_world(store_url, directory, ManualClock(), display)
     try:
         yield world
     finally:
