@@ -62,7 +62,14 @@ from effectledger.errors import EffectLedgerError, NotPermitted
 from effectledger.extras import require_extra
 
 if TYPE_CHECKING:
-    from agent_framework import AgentContext, Content, FunctionInvocationContext, FunctionTool
+    from agent_framework import (
+        AgentContext,
+        AgentMiddleware,
+        Content,
+        FunctionInvocationContext,
+        FunctionMiddleware,
+        FunctionTool,
+    )
 
 __all__ = ["CONTEXT_KEY", "GRANTS_KEY", "LEDGER_KEY", "LedgerTool", "ledger_tool"]
 
@@ -89,7 +96,7 @@ class LedgerTool:
         context_of: ContextOf = ledger_context_of,
     ) -> None:
         require_extra("maf", "The Microsoft Agent Framework adapter")
-        from agent_framework import FunctionTool, agent_middleware, function_middleware
+        from agent_framework import FunctionTool
 
         self.gate = LedgerGate(ledger, action, framework=FRAMEWORK)
         self.context_of = context_of
@@ -100,20 +107,12 @@ class LedgerTool:
             func=_unreachable,
             input_model=self.gate.action.arguments,
         )
-
-        async def effectledger_gate(
-            context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
-        ) -> None:
-            await self._gate_call(context, call_next)
-
-        async def effectledger_pause(
-            context: AgentContext, call_next: Callable[[], Awaitable[None]]
-        ) -> None:
-            await self._pause(context, call_next)
-
-        self.middleware = function_middleware(effectledger_gate)
+        # instances of MAF's middleware classes: MAF takes them as they are, where a decorated
+        # function is wrapped and its signature inspected for every agent built with it
+        gate_class, pause_class = _middleware_classes()
+        self.middleware: FunctionMiddleware = gate_class(self)
         """The function middleware that makes the ledger the gate of the tool's calls."""
-        self.pause_middleware = agent_middleware(effectledger_pause)
+        self.pause_middleware: AgentMiddleware = pause_class(self)
         """The agent middleware that proposes the calls a run pauses on, as the run's
         identity, and writes the ledger's part into their approval requests."""
 
@@ -264,6 +263,47 @@ def _session_scope(session: Any) -> str:
     """The scope of ``session``: its ``session_id`` (or the id itself)."""
     value = session if isinstance(session, str) else getattr(session, "session_id", None)
     return require_scope(value, "a Microsoft Agent Framework run of a ledger tool (session=)")
+
+
+_CLASSES: (
+    tuple[Callable[[LedgerTool], FunctionMiddleware], Callable[[LedgerTool], AgentMiddleware]]
+    | None
+) = None
+
+
+def _middleware_classes() -> tuple[
+    Callable[[LedgerTool], FunctionMiddleware], Callable[[LedgerTool], AgentMiddleware]
+]:
+    """The gate's and the pause's middleware classes, defined once MAF is known installed."""
+    global _CLASSES
+    if _CLASSES is not None:
+        return _CLASSES
+    from agent_framework import AgentMiddleware, FunctionMiddleware
+
+    class EffectLedgerGate(FunctionMiddleware):
+        """Performs a ledger tool's call through the ledger; other tools' calls pass."""
+
+        def __init__(self, owner: LedgerTool) -> None:
+            self.owner = owner
+
+        async def process(
+            self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+        ) -> None:
+            await self.owner._gate_call(context, call_next)
+
+    class EffectLedgerPause(AgentMiddleware):
+        """Proposes the ledger calls a run pauses on and annotates their approval requests."""
+
+        def __init__(self, owner: LedgerTool) -> None:
+            self.owner = owner
+
+        async def process(
+            self, context: AgentContext, call_next: Callable[[], Awaitable[None]]
+        ) -> None:
+            await self.owner._pause(context, call_next)
+
+    _CLASSES = (EffectLedgerGate, EffectLedgerPause)
+    return _CLASSES
 
 
 def _answered_grant(response: object) -> Grant | None:
