@@ -204,3 +204,53 @@ def _paused(request: Any, session: Any) -> Any:
     from tests.frameworks.drivers import Paused
 
     return Paused(json.dumps(session.to_dict(), default=str), "", request, session.session_id)
+
+
+def test_a_host_running_the_agent_as_devui_does_gives_identity_and_grants_itself(
+    world: World,
+) -> None:
+    """DevUI runs the agent without ``function_invocation_kwargs`` and rebuilds each approval
+    response without the ledger's part; a host middleware ahead of the pause supplies the
+    identity and re-derives each answered call's grant (proposing it again returns its
+    proposal, nothing written): the call performs once."""
+    from agent_framework import Agent, AgentMiddleware, Content, Message
+
+    driver = MAFDriver(world.app)
+    tool = driver.adapter
+
+    class DevUIHost(AgentMiddleware):
+        async def process(self, context: Any, call_next: Any) -> None:
+            answered = [
+                c
+                for m in context.messages
+                for c in m.contents
+                if c.type == "function_approval_response" and c.function_call.name == ACTION
+            ]
+            grants = {
+                c.function_call.call_id: tool.propose_request(AGENT, c, session=context.session)
+                for c in answered
+            }
+            context.function_invocation_kwargs.update(tool.invocation(AGENT, grants))
+            await call_next()
+
+    scripted = driver.agent([("call-1", REFUND_30)])
+    agent = Agent(
+        client=scripted.client,
+        name="refunds",
+        tools=[tool.tool],
+        middleware=[DevUIHost(), tool.pause_middleware, tool.middleware],
+    )
+    session = agent.create_session()
+    (request,) = asyncio.run(agent.run("refund", session=session)).user_input_requests
+    part = request.additional_properties[LEDGER_KEY]
+    world.app.approve(REVIEWER, part["proposal_id"], digest=part["digest"])
+    events = count_rows(world.store_url, "audit_events")
+    rebuilt = Content.from_function_approval_response(  # what DevUI sends back
+        True, id=request.id, function_call=request.function_call
+    )
+    out = asyncio.run(agent.run(Message("user", [rebuilt]), session=session))
+    (result,) = [c for m in out.messages for c in m.contents if c.type == "function_result"]
+    assert tool_json(result.result)["outcome"] == "performed"
+    assert count_rows(world.store_url, "proposals") == 1
+    assert count_rows(world.store_url, "audit_events") > events  # admitted, sent, recorded
+    assert world.receiver.counts().effects == 1
