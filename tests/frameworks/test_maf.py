@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,4 +254,58 @@ def test_a_host_running_the_agent_as_devui_does_gives_identity_and_grants_itself
     assert tool_json(result.result)["outcome"] == "performed"
     assert count_rows(world.store_url, "proposals") == 1
     assert count_rows(world.store_url, "audit_events") > events  # admitted, sent, recorded
+    assert world.receiver.counts().effects == 1
+
+
+def test_the_ledgers_calls_run_off_the_event_loop(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause's proposal and the gate's perform (a commit and the destination's reply) run
+    on a thread of their own, never on the event loop that runs the agent: the loop keeps
+    serving other tasks while the ledger works. The refund is still performed once."""
+    driver = MAFDriver(world.app)
+    loop_threads: set[int] = set()
+    ledger_threads: list[int] = []
+    gate = driver.adapter.gate
+    for name in ("propose", "perform"):
+        original = getattr(gate, name)
+
+        def spy(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            ledger_threads.append(threading.get_ident())
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(gate, name, spy)
+
+    async def run(call: Any) -> Any:
+        loop_threads.add(threading.get_ident())
+        return await call
+
+    agent = driver.agent([("call-1", REFUND_30)])
+    session = agent.create_session()
+    response = asyncio.run(
+        run(
+            agent.run(
+                "refund",
+                session=session,
+                function_invocation_kwargs=driver.adapter.invocation(AGENT),
+            )
+        )
+    )
+    (request,) = response.user_input_requests
+    part = request.additional_properties[LEDGER_KEY]
+    world.app.approve(REVIEWER, part["proposal_id"], digest=part["digest"])
+    from agent_framework import Message
+
+    answer = request.to_function_approval_response(True)
+    asyncio.run(
+        run(
+            driver.agent([]).run(
+                Message("user", [answer]),
+                session=session,
+                function_invocation_kwargs=driver.adapter.invocation(AGENT),
+            )
+        )
+    )
+    assert len(ledger_threads) == 2  # one proposal at the pause, one perform at the resume
+    assert not loop_threads & set(ledger_threads)
     assert world.receiver.counts().effects == 1

@@ -42,6 +42,7 @@ two proposals and two effects. On resume the gate checks that the grant is this 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -182,8 +183,11 @@ class LedgerTool:
             return
         await call_next()
         if isinstance(context.result, AgentResponse):
-            for message in context.result.messages:
-                self._annotate(message.contents, host, session)
+            contents = [
+                content for message in context.result.messages for content in message.contents
+            ]
+            # proposing commits: off the event loop (a streamed update is annotated in place)
+            await asyncio.to_thread(self._annotate, contents, host, session)
 
     def _annotate(self, contents: Sequence[Content], host: object, session: Any) -> None:
         for content in contents:
@@ -233,7 +237,9 @@ class LedgerTool:
                 grant = granted(host.get(GRANTS_KEY), call_id) or _answered_grant(
                     metadata.get("approval_response")
                 )
-            result = self.gate.perform(
+            # the ledger's calls block (a commit, the destination's reply): off the event loop
+            result = await asyncio.to_thread(
+                self.gate.perform,
                 who,
                 grant,
                 tool_name=context.function.name,
