@@ -280,7 +280,7 @@ class Authority:
         row = self.ledger.store.one(  # both checked: the context's own, and _check_request's
             "proposal_replay", Identifiers(tenant_id=context.tenant_id, proposal_id=proposal_id)
         )
-        recorded = replayed_result(row, context)
+        recorded = replayed_result(row, context, self._store)
         if recorded is not None:
             return recorded
         proposal = self._decoded(context, row, proposal_id, stored_digest=True)
