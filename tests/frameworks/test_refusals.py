@@ -186,3 +186,47 @@ def test_pydantic_ai_edit_with_a_smuggled_field_is_invalid_input(world: World) -
     assert count_rows(world.store_url, "audit_events") == events + 2  # proposed, approved
     assert count_rows(world.store_url, "operations") == 0
     assert world.receiver.counts().effects == 0
+
+
+def _repeat_amount(value: Any) -> Any:
+    """``value`` with every refund's arguments text given a second ``amount_minor``."""
+    if isinstance(value, dict):
+        return {key: _repeat_amount(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_repeat_amount(item) for item in value]
+    if isinstance(value, str) and '"amount_minor":30' in value.replace(" ", ""):
+        return value.replace(" ", "").replace(
+            '"amount_minor":30', '"amount_minor":30,"amount_minor":500000'
+        )
+    return value
+
+
+def test_openai_agents_arguments_with_a_repeated_key_are_invalid_input(world: World) -> None:
+    """The OpenAI Agents SDK hands the tool the model's arguments as JSON text: read by the one
+    parser every caller uses, a repeated key (``amount_minor`` 30, then 500000) is
+    ``invalid_input`` at the pause and at execution, never the last value; nothing is written
+    or sent."""
+    import json
+
+    from agents import RunState
+
+    driver = DRIVERS["openai_agents"](world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    proposal = driver.propose(AGENT, paused)
+    world.app.approve(REVIEWER, proposal)
+    state = _repeat_amount(json.loads(paused.saved))
+    state["context"]["tool_invocations"] = {}  # as an editor does (see the driver's edit)
+    edited = type(paused)(json.dumps(state), paused.call_id, paused.handle, paused.scope)
+    restored = asyncio.run(RunState.from_string(driver._agent([]), edited.saved))
+    (item,) = restored.get_interruptions()
+    assert '"amount_minor":500000' in item.arguments
+    with pytest.raises(EffectLedgerError) as refused:
+        driver.adapter.propose_item(AGENT, item, scope=paused.scope)
+    assert refused.value.code == "invalid_input"
+    events = count_rows(world.store_url, "audit_events")
+    answer = driver.resume(edited, AGENT, Grant.of(proposal))
+    assert answer["error"]["code"] == "invalid_input"
+    assert "repeat" in answer["error"]["message"]
+    assert count_rows(world.store_url, "audit_events") == events
+    assert count_rows(world.store_url, "operations") == 0
+    assert world.receiver.counts().effects == 0

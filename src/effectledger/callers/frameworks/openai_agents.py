@@ -57,6 +57,7 @@ from effectledger.callers.frameworks.gate import (
 )
 from effectledger.errors import EffectLedgerError, InvalidInput
 from effectledger.extras import require_extra
+from effectledger.model.json_text import read_json_object
 
 if TYPE_CHECKING:
     from agents import Agent, FunctionTool, RunResult, ToolApprovalItem
@@ -162,7 +163,7 @@ class LedgerTool:
         scope = require_scope(scope, "an OpenAI Agents proposal")
         if item.tool_name != self.gate.name or not isinstance(item.call_id, str):
             raise InvalidInput(f"this interruption is not a call of {self.gate.name}")
-        arguments = json.loads(item.arguments or "{}")
+        arguments = read_json_object(item.arguments or "", what="tool arguments")
         return self.gate.propose(who, item.call_id, arguments, scope=scope)
 
     def propose_interruptions(
@@ -221,9 +222,9 @@ class LedgerTool:
         try:
             # a context restored from a saved state is plain data: it reads as no identity
             context = host_context(app, self.context_of, f"{FRAMEWORK} tool execution")
-            arguments = json.loads(input_json or "{}")
-            if not isinstance(arguments, Mapping):
-                raise InvalidInput("tool arguments must be a JSON object", field="arguments")
+            # the one parser every caller reads a model's arguments with (no repeated key,
+            # 64 KiB, 64 levels)
+            arguments = read_json_object(input_json or "", what="tool arguments")
             result = await asyncio.to_thread(
                 self.gate.perform,
                 context,
