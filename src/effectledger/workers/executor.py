@@ -70,6 +70,14 @@ class ExecutionStep:
     taken: str
 
 
+def explained(result: DispatchResult, observation: Observation) -> DispatchResult:
+    """``result`` with the destination's reason when it refused: the caller is told why nothing
+    was accepted, not only that it was not."""
+    if result.state in _REFUSED and observation.outcome in _REJECTIONS:
+        return replace(result, rejection=observation.reason or observation.outcome.value)
+    return result
+
+
 class Executor:
     """Performs admitted operations through one destination adapter.
 
@@ -183,7 +191,7 @@ class Executor:
             bound = self._bound = DestinationRef(account_id=account_id, endpoint=endpoint)
         return bound
 
-    def run_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+    def run_ready(self, *, limit: int = 100, claim_batch: int = 1) -> list[DispatchResult]:
         """Perform up to ``limit`` READY operations bound to this executor's destination, once each.
 
         Operations are claimed one per transaction with :meth:`Ledger.claim_next`, which skips
@@ -191,8 +199,16 @@ class Executor:
         run this loop against one database. Returns what was recorded for each operation taken
         (performed or released by this call; one a racing executor took is left out). With a
         dispatch ``guard`` each operation is rechecked before its claim instead.
+
+        ``claim_batch`` above 1 claims up to that many operations in one transaction, sends them
+        together within the adapter's limit and records their replies in one transaction
+        (:func:`effectledger.workers.batches.run_batches`); 1 is the path described above.
         """
         limit = validate_limit(limit)
+        if validate_limit(claim_batch, "claim_batch") > 1:
+            from effectledger.workers.batches import run_batches
+
+            return run_batches(self, limit=limit, claim_batch=claim_batch)
         bound = self._binding()
         results: list[DispatchResult] = []
         if self.guard is not None:
@@ -263,8 +279,15 @@ class Executor:
         claimed state, IN_PROGRESS, which reads as uncertain, and recovery looks the attempt up
         once its ``recover_after`` is due.
         """
-        operation_id = prepared.operation_id
         ensure_matches(self.destination, prepared.destination)
+        observation = self._send(prepared)
+        crash_point("after_reply")
+        return explained(self._record(prepared, observation), observation)
+
+    def _send(self, prepared: PreparedAttempt) -> Observation:
+        """Submit one committed claim whose destination the caller checked against the adapter
+        (:func:`~effectledger.destinations.ensure_matches`); the answer, Unknown if it raised."""
+        operation_id = prepared.operation_id
         with telemetry.span(
             "submit",
             linked=partial(traces.admitted, self.ledger.store, prepared.tenant_id, operation_id),
@@ -277,12 +300,7 @@ class Executor:
             observation = self._submit(prepared)
             span.set(outcome=telemetry.outcome_of(observation))
         telemetry.count("submissions", outcome=telemetry.outcome_of(observation))
-        crash_point("after_reply")
-        result = self._record(prepared, observation)
-        if result.state in _REFUSED and observation.outcome in _REJECTIONS:
-            # The caller is told why nothing was accepted, not only that it was not.
-            return replace(result, rejection=observation.reason or observation.outcome.value)
-        return result
+        return observation
 
     def _submit(self, prepared: PreparedAttempt) -> Observation:
         """The destination's answer to one submission; Unknown if it raised."""

@@ -209,6 +209,26 @@ ORDER BY created_us, tenant_id, operation_id
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
+-- name: operations_ready_batch
+-- Up to :limit READY operations of one destination after a position in the queue, oldest
+-- first, with every column their claims check: what a batch claimer rechecks before its claim
+-- transaction (bounded by the limit and the partial index of READY operations).
+SELECT * FROM operations
+WHERE state = 'READY'
+  AND destination_account = %(destination_account)s
+  AND destination_endpoint = %(destination_endpoint)s
+  AND (created_us, tenant_id, operation_id)
+      > (%(after_us)s, %(after_tenant)s, %(after_operation)s)
+ORDER BY created_us, tenant_id, operation_id
+LIMIT %(limit)s;
+
+-- name: operation_lock_ready
+-- One operation of a batch claim, locked if it is still READY and no other executor holds it:
+-- no row when another claimer has it locked (skipped, never waited for) or it moved on.
+SELECT * FROM operations
+WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s AND state = 'READY'
+FOR UPDATE SKIP LOCKED;
+
 -- name: attempt_insert
 INSERT INTO attempts (
     tenant_id, operation_id, attempt_id, executor_id, destination_account, destination_endpoint,

@@ -186,6 +186,24 @@ WHERE state = 'READY'
 ORDER BY created_us, tenant_id, operation_id
 LIMIT 1;
 
+-- name: operations_ready_batch
+-- Up to :limit READY operations of one destination after a position in the queue, oldest
+-- first, with every column their claims check: what a batch claimer rechecks before its claim
+-- transaction (bounded by the limit and the partial index of READY operations).
+SELECT * FROM operations
+WHERE state = 'READY'
+  AND destination_account = :destination_account
+  AND destination_endpoint = :destination_endpoint
+  AND (created_us, tenant_id, operation_id)
+      > (:after_us, :after_tenant, :after_operation)
+ORDER BY created_us, tenant_id, operation_id
+LIMIT :limit;
+
+-- name: operation_lock_ready
+-- One operation of a batch claim if it is still READY (BEGIN IMMEDIATE serializes claimers).
+SELECT * FROM operations
+WHERE tenant_id = :tenant_id AND operation_id = :operation_id AND state = 'READY';
+
 -- name: attempt_insert
 INSERT INTO attempts (
     tenant_id, operation_id, attempt_id, executor_id, destination_account, destination_endpoint,
