@@ -25,8 +25,9 @@
 At most two batches are in hand: one being sent, the next claimed. A crash at any point leaves
 each operation where a lone perform's crash at the same step leaves it: READY (its claim did
 not commit), IN_PROGRESS with its attempt (claimed; sent or not: recovery looks it up by its
-key and never sends it again), or recorded. The crash points are ``after_batch_claim``, ``mid_batch_sends``,
-``after_batch_replies`` and ``inside_batch_record`` (:mod:`effectledger._failpoints`).
+key and never sends it again), or recorded. The crash points are ``after_batch_claim``,
+``mid_batch_sends``, ``after_batch_replies`` and ``inside_batch_record``
+(:mod:`effectledger._failpoints`).
 """
 
 from __future__ import annotations
@@ -167,7 +168,6 @@ class _Sending:
         for one in claimed.claimed:  # before anything leaves: the adapter is bound where it was
             ensure_matches(executor.destination, one.destination)
         prepared = claimed.claimed
-        width = min(width, len(prepared))
         self._half = _Countdown(len(prepared) // 2)
         self._futures: list[Future[Observation]] = []
         self._observations: list[Observation] = []
@@ -271,13 +271,13 @@ _POOLS_LOCK = threading.Lock()
 
 def _senders(executor: Executor, width: int) -> ThreadPoolExecutor:
     """The executor's sending threads, ``width`` of them: kept between batches (an adapter may
-    keep a connection per thread), made anew in a forked child or when the width changes."""
+    keep a connection per thread), made anew in a forked child or when the adapter declares
+    another width. A pool replaced is never shut down while a batch may still submit to it:
+    dropped, its idle threads end once it is collected."""
     with _POOLS_LOCK:
         held = _POOLS.get(executor)
         if held is not None and held[:2] == (os.getpid(), width):
             return held[2]
         pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="effectledger-send")
         _POOLS[executor] = (os.getpid(), width, pool)
-    if held is not None and held[0] == os.getpid():
-        held[2].shutdown(wait=False)
-    return pool
+        return pool
