@@ -10,19 +10,21 @@ transaction that commits before anything is sent. A batch record runs
 operation's state change still commits with exactly one event of its own (invariant 3), and the
 whole batch commits or nothing of it does.
 
-Locks: on PostgreSQL each operation of a claim is locked with ``FOR UPDATE SKIP LOCKED``
-(``operation_lock_ready``), so concurrent batch claimers skip each other's operations instead of
-waiting for them, and no claim waits on an operation row at all. The only rows two batches can
-both need are a pool's running capacity totals (moved by triggers when an operation is released
-or recorded): releases and records take them in one order, by tenant, pool and operation, so two
-batches never hold them in crossed orders. On SQLite ``BEGIN IMMEDIATE`` serializes claimers.
+Locks: on PostgreSQL a claim locks its operations with ``FOR UPDATE SKIP LOCKED``
+(``operations_lock_ready_batch``), so concurrent batch claimers skip each other's operations
+instead of waiting for them, and no claim waits on an operation row at all. The only rows two
+batches can both need are a pool's running capacity totals (moved by triggers when an operation
+is released or recorded): releases and records take them in one order, by tenant, pool and
+operation, so two batches never hold them in crossed orders. On SQLite ``BEGIN IMMEDIATE``
+serializes claimers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ from effectledger.store import Transaction
 __all__ = [
     "START",
     "ClaimedBatch",
+    "Prefetched",
     "Ready",
     "Reply",
     "claim_batch",
@@ -127,6 +130,75 @@ def _lock_order(row: Row) -> tuple[str, str, str]:
     return (row["tenant_id"], row["pool"] or "", row["operation_id"])
 
 
+def _keys(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The ``keys`` parameter of a batch read: a JSON array of ``[tenant_id, id]`` pairs."""
+    return {"keys": json.dumps([list(pair) for pair in pairs], separators=(",", ":"))}
+
+
+_MISSING = object()
+
+
+class Prefetched:
+    """A claim transaction whose per-operation reads are answered from rows read for the whole
+    batch, in the same transaction, after its operations were locked.
+
+    ``events_for_operation``, ``proposal_get`` and ``approval_get`` of a batch's operations are
+    read with one statement each (``events_for_operations``, ``proposals_for_batch``,
+    ``approvals_for_batch``: the same columns) instead of one per operation; every other
+    statement, and a read of anything not prefetched, goes to the transaction. Nothing a claim
+    writes changes what was prefetched: an operation's trail is read before its own step, and
+    proposals and approvals are never written by a claim.
+    """
+
+    __slots__ = ("_answers", "_tx")
+
+    def __init__(self, tx: Transaction, rows: Sequence[Row]) -> None:
+        self._tx = tx
+        self._answers: dict[tuple[str, str, str], Any] = {}
+        trails = [(row["tenant_id"], row["operation_id"]) for row in rows]
+        for trail in trails:
+            self._answers["events_for_operation", *trail] = []
+        if trails:
+            for event in tx.all("events_for_operations", _keys(trails)):
+                trail = (event["tenant_id"], event["operation_id"])
+                self._answers["events_for_operation", *trail].append(event)
+        for query, batch, column in (
+            ("proposal_get", "proposals_for_batch", "proposal_id"),
+            ("approval_get", "approvals_for_batch", "approval_id"),
+        ):
+            wanted = sorted({(row["tenant_id"], row[column]) for row in rows if row[column]})
+            if wanted:
+                for found in tx.all(batch, _keys(wanted)):
+                    self._answers[query, found["tenant_id"], found[column]] = found
+
+    def _answer(self, name: str, params: Mapping[str, Any]) -> Any:
+        if name == "events_for_operation":
+            return self._answers.get((name, params["tenant_id"], params["operation_id"]), _MISSING)
+        if name == "proposal_get":
+            return self._answers.get((name, params["tenant_id"], params["proposal_id"]), _MISSING)
+        if name == "approval_get":
+            return self._answers.get((name, params["tenant_id"], params["approval_id"]), _MISSING)
+        return _MISSING
+
+    def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        """The prefetched row, else the transaction's."""
+        found = self._answer(name, params)
+        return self._tx.one(name, params) if found is _MISSING else found
+
+    def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
+        """The prefetched rows, else the transaction's."""
+        found = self._answer(name, params)
+        return self._tx.all(name, params) if found is _MISSING else list(found)
+
+    def run(self, name: str, params: Mapping[str, Any]) -> int:
+        """The transaction's."""
+        return self._tx.run(name, params)
+
+    def queue(self, name: str, params: Mapping[str, Any]) -> None:
+        """The transaction's."""
+        self._tx.queue(name, params)
+
+
 def claim_batch_in(
     tx: Transaction,
     ledger: LedgerParts,
@@ -138,25 +210,34 @@ def claim_batch_in(
 ) -> ClaimedBatch:
     """Claim or release each operation of ``batch`` in ``tx``, as one claim or release would.
 
-    An operation another executor holds or has taken, or that moved on since it was read and
-    rechecked, is left alone (the next pass reads it again). One whose integrity check fails is
-    left READY and logged, never claimed, as :meth:`Ledger.claim_next` does. The claims made
-    are put in ``picked`` with their pools, so a lost COMMIT can be settled by reading them
-    back.
+    The batch's operations are locked first, in one statement (``FOR UPDATE SKIP LOCKED`` on
+    PostgreSQL); the trails, proposals and approvals their checks read are then read in one
+    statement each (:class:`Prefetched`). An operation another executor holds or has taken, or
+    that moved on since it was read and rechecked, is left alone (the next pass reads it
+    again). One whose integrity check fails is left READY and logged, never claimed, as
+    :meth:`Ledger.claim_next` does. The claims made are put in ``picked`` with their pools, so
+    a lost COMMIT can be settled by reading them back.
     """
     picked.clear()
+    wanted = {(ready.row["tenant_id"], ready.row["operation_id"]): ready for ready in batch}
+    locked = [
+        row
+        for row in tx.all("operations_lock_ready_batch", _keys(list(wanted)))
+        if int(row["version"]) == int(wanted[row["tenant_id"], row["operation_id"]].row["version"])
+    ]
+    claiming = [
+        row for row in locked if wanted[row["tenant_id"], row["operation_id"]].release is None
+    ]
+    reads = Prefetched(tx, claiming) if claiming else tx
     stale: list[tuple[Row, str]] = []
-    for ready in batch:
-        wanted = ready.row
-        row = tx.one("operation_lock_ready", key(wanted["tenant_id"], wanted["operation_id"]))
-        if row is None or int(row["version"]) != int(wanted["version"]):
-            continue
-        if ready.release is not None:
-            stale.append((row, ready.release))
+    for row in locked:
+        reason = wanted[row["tenant_id"], row["operation_id"]].release
+        if reason is not None:
+            stale.append((row, reason))
             continue
         try:
             prepared = claim_row(
-                tx, ledger, row, attempt_id=new_id(), executor_id=executor_id, bound_to=bound_to
+                reads, ledger, row, attempt_id=new_id(), executor_id=executor_id, bound_to=bound_to
             )
         except IntegrityError as exc:  # raised before anything of it is written
             log.error("not claiming %s/%s: %s", row["tenant_id"], row["operation_id"], exc)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -36,7 +36,15 @@ from effectledger.model.operations import (
     validate_limit,
 )
 
-__all__ = ["PERFORMED", "RELEASED", "REPLAYED", "DispatchGuard", "ExecutionStep", "Executor"]
+__all__ = [
+    "PERFORMED",
+    "RELEASED",
+    "REPLAYED",
+    "BatchGuard",
+    "DispatchGuard",
+    "ExecutionStep",
+    "Executor",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,11 @@ operation's tenant>, actor_id=<executor_id>)``, no roles) and the operation as s
 asked for the dispatch: permission was decided at admission and travels with the operation (its
 consumed approval or recorded policy tier), so the recheck never stands in for the requester.
 """
+
+BatchGuard = Callable[[Sequence[tuple[Context, Operation]]], "list[str | None]"]
+"""The dispatch-time recheck of a batch: for each ``(worker, operation)``, in order, the reason
+the :data:`DispatchGuard` of the same executor would give, or ``None`` (it may read what it
+needs for all of them at once)."""
 
 PERFORMED = "performed"
 _REFUSED = (OperationState.REJECTED, OperationState.RETRY_PENDING)
@@ -83,7 +96,9 @@ class Executor:
 
     ``guard`` is the dispatch-time recheck (expiry, resource version, permission; see
     :meth:`effectledger.authority.Authority.dispatch_guard`): an operation it objects to is
-    RELEASED and the destination is never contacted.
+    RELEASED and the destination is never contacted. ``batch_guard``, when given, is the same
+    recheck of a whole batch (:func:`effectledger.authority.rechecks.dispatch_rechecks`), used
+    by ``run_ready`` with ``claim_batch`` above 1.
     """
 
     def __init__(
@@ -93,11 +108,13 @@ class Executor:
         *,
         executor_id: str = DISPATCH_WORKER,
         guard: DispatchGuard | None = None,
+        batch_guard: BatchGuard | None = None,
     ) -> None:
         self.ledger = ledger
         self.destination = destination
         self.executor_id = executor_id
         self.guard = guard
+        self.batch_guard = batch_guard
         self._bound: DestinationRef | None = None
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
