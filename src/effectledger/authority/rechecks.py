@@ -10,7 +10,6 @@ operation judged by the same :func:`recheck_stored`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -18,6 +17,7 @@ from effectledger.actions.registry import ActionRegistry
 from effectledger.authority.running import recheck
 from effectledger.errors import TamperedProposal
 from effectledger.ledger import Ledger
+from effectledger.ledger.batches import batch_keys
 from effectledger.ledger.stored import proposal_from_row
 from effectledger.model.operations import Context, Operation, Row
 
@@ -50,7 +50,7 @@ def dispatch_rechecks(
     )
     rows: dict[tuple[str, str], Row] = {}
     if wanted:
-        keys = {"keys": json.dumps([list(pair) for pair in wanted], separators=(",", ":"))}
+        keys = batch_keys(wanted)
         found = ledger.store.read(lambda tx: tx.all("proposals_for_batch", keys))
         rows = {(row["tenant_id"], row["proposal_id"]): row for row in found}
     now = ledger.clock.now()

@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from effectledger._failpoints import crash_point
@@ -53,6 +54,7 @@ __all__ = [
     "Prefetched",
     "Ready",
     "Reply",
+    "batch_keys",
     "claim_batch",
     "claim_batch_in",
     "ready_batch",
@@ -81,7 +83,7 @@ class Ready:
         return operation_from_row(self.row)
 
     @property
-    def position(self) -> dict[str, Any]:
+    def position(self) -> Mapping[str, Any]:
         """Its place in the queue: the next read starts after it."""
         row = self.row
         return {
@@ -95,12 +97,14 @@ class Ready:
         return Ready(self.row, release)
 
 
-START = {"after_us": -1, "after_tenant": "", "after_operation": ""}
+START: Mapping[str, Any] = MappingProxyType(
+    {"after_us": -1, "after_tenant": "", "after_operation": ""}
+)
 """The position before every operation of the queue."""
 
 
 def ready_batch(
-    ledger: LedgerParts, destination: DestinationRef, *, after: dict[str, Any], limit: int
+    ledger: LedgerParts, destination: DestinationRef, *, after: Mapping[str, Any], limit: int
 ) -> list[Ready]:
     """Up to ``limit`` READY operations bound to ``destination`` after the queue position
     ``after`` (:data:`START`, or a :attr:`Ready.position`), oldest first; read, not locked."""
@@ -130,8 +134,10 @@ def _lock_order(row: Row) -> tuple[str, str, str]:
     return (row["tenant_id"], row["pool"] or "", row["operation_id"])
 
 
-def _keys(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """The ``keys`` parameter of a batch read: a JSON array of ``[tenant_id, id]`` pairs."""
+def batch_keys(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The ``keys`` parameter of a batch read (``operations_lock_ready_batch``,
+    ``events_for_operations``, ``proposals_for_batch``, ``approvals_for_batch``): a JSON array
+    of ``[tenant_id, id]`` pairs, the same text for both dialects."""
     return {"keys": json.dumps([list(pair) for pair in pairs], separators=(",", ":"))}
 
 
@@ -159,7 +165,7 @@ class Prefetched:
         for trail in trails:
             self._answers["events_for_operation", *trail] = []
         if trails:
-            for event in tx.all("events_for_operations", _keys(trails)):
+            for event in tx.all("events_for_operations", batch_keys(trails)):
                 trail = (event["tenant_id"], event["operation_id"])
                 self._answers["events_for_operation", *trail].append(event)
         for query, batch, column in (
@@ -168,7 +174,7 @@ class Prefetched:
         ):
             wanted = sorted({(row["tenant_id"], row[column]) for row in rows if row[column]})
             if wanted:
-                for found in tx.all(batch, _keys(wanted)):
+                for found in tx.all(batch, batch_keys(wanted)):
                     self._answers[query, found["tenant_id"], found[column]] = found
 
     def _answer(self, name: str, params: Mapping[str, Any]) -> Any:
@@ -222,7 +228,7 @@ def claim_batch_in(
     wanted = {(ready.row["tenant_id"], ready.row["operation_id"]): ready for ready in batch}
     locked = [
         row
-        for row in tx.all("operations_lock_ready_batch", _keys(list(wanted)))
+        for row in tx.all("operations_lock_ready_batch", batch_keys(list(wanted)))
         if int(row["version"]) == int(wanted[row["tenant_id"], row["operation_id"]].row["version"])
     ]
     claiming = [

@@ -148,7 +148,9 @@ def _settled(
     executor: Executor, uncertain: CommitUncertain, picked: list[tuple[PreparedAttempt, str]]
 ) -> ClaimedBatch:
     """The claims of a batch whose COMMIT went unacknowledged that a fresh read proves stored
-    (the batch is one transaction: all of them, or none). Nothing is sent on a guess."""
+    (the batch is one transaction: all of them, or none). Nothing is sent on a guess: once a
+    read cannot settle a claim, the ones after it are not read, and are left READY for the
+    next pass or IN_PROGRESS for recovery."""
     confirmed: list[tuple[PreparedAttempt, str]] = []
     for prepared, pool in picked:
         try:
@@ -156,8 +158,12 @@ def _settled(
                 uncertain, prepared.tenant_id, prepared.operation_id, prepared.attempt_id
             )
         except CommitUncertain:
-            log.warning("claims of a batch of %d left unsettled; nothing sent", len(picked))
-            return ClaimedBatch()  # READY for the next pass, or IN_PROGRESS for recovery
+            log.warning(
+                "claims of a batch left unsettled: %d of %d not sent",
+                len(picked) - len(confirmed),
+                len(picked),
+            )
+            break
         if found is not None:
             confirmed.append((found, pool))
     return ClaimedBatch(
