@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"effectledger figures, {'full' if args.full else 'quick'} run, {os.cpu_count()} CPUs: "
         f"each ratio is the best of {chosen['rounds']} SQLite rounds / {chosen['repeat']} "
-        "PostgreSQL runs, floor measured in the same run"
+        f"PostgreSQL runs ({chosen['worker_rounds']} for the worker rows), floor measured in the "
+        "same run"
     )
     print(table(figures))
     return 0

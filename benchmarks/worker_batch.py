@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         "another; receiver: simulated, WAL, synchronous=FULL"
     )
     head = f"{'backend':<10} {'path':<16} {'ops/s':>7} {'x floor':>8} {'cpu µs/op':>10}"
-    print(f"{head} {'x floor cpu':>11}  (rounds: ops/s)")
+    print(f"{head} {'x floor cpu':>11}  (rounds: ops/s = x the round's floor)")
     for backend in backends:
         rounds = measure(backend, args.ops, args.rounds, args.batch, args.url)
         for name in ("floor", "batch 1", f"batch {args.batch}"):
@@ -305,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             ratio = statistics.median(found[name].rate / found["floor"].rate for found in rounds)
             cpu = statistics.median(found[name].cpu_us / found["floor"].cpu_us for found in rounds)
             label = name if name == "floor" else f"worker {name}"
-            shown = ", ".join(f"{rate:.0f}" for rate in rates)
+            shown = ", ".join(
+                f"{found[name].rate:.0f}"
+                + ("" if name == "floor" else f" = {found[name].rate / found['floor'].rate:.2f}x")
+                for found in rounds
+            )
             print(
                 f"{backend:<10} {label:<16} {statistics.median(rates):>7.0f} {ratio:>8.2f} "
                 f"{statistics.median(found[name].cpu_us for found in rounds):>10.0f} "
