@@ -301,3 +301,57 @@ def test_a_claim_batch_out_of_range_is_refused(value: object) -> None:
     with pytest.raises(InvalidInput) as refused:
         WorkerSettings(claim_batch=value)  # type: ignore[arg-type]
     assert refused.value.details["field"] == "claim_batch"
+
+
+class _Counting:
+    """A transaction that notes the name of every statement it runs."""
+
+    def __init__(self, tx: object, names: list[str]) -> None:
+        self.tx = tx
+        self.names = names
+
+    def one(self, name: str, params: object) -> object:
+        self.names.append(name)
+        return self.tx.one(name, params)  # type: ignore[attr-defined]
+
+    def all(self, name: str, params: object) -> object:
+        self.names.append(name)
+        return self.tx.all(name, params)  # type: ignore[attr-defined]
+
+    def run(self, name: str, params: object) -> object:
+        self.names.append(name)
+        return self.tx.run(name, params)  # type: ignore[attr-defined]
+
+    def queue(self, name: str, params: object) -> None:
+        self.names.append(name)
+        self.tx.queue(name, params)  # type: ignore[attr-defined]
+
+
+def test_a_batch_claim_reads_for_the_whole_batch_at_once(world: Orders) -> None:
+    """A claim of 8 runs its reads once for the batch (the lock, the trails, the proposals, the
+    approvals) and two writes per operation: what each operation's checks read comes from those
+    reads, so a claim's statements do not grow with per-operation reads."""
+    ready = world.ready(8)
+    store = world.app.ledger.store
+    write = store.write
+    names: list[str] = []
+
+    def counted(body: object, **options: object) -> object:
+        if options.get("label") != "claim_batch":
+            return write(body, **options)  # type: ignore[arg-type]
+        return write(lambda tx: body(_Counting(tx, names)), **options)  # type: ignore[arg-type, operator]
+
+    store.write = counted  # type: ignore[method-assign]
+    results = world.app.dispatch_ready(limit=100, claim_batch=8)
+
+    assert [result.state for result in results] == [OperationState.SUCCEEDED] * 8
+    assert set(world.states(ready)) == {OperationState.SUCCEEDED}
+    assert sorted(set(names)) == [
+        "approvals_for_batch",
+        "attempt_insert",
+        "events_for_operations",
+        "operation_step",
+        "operations_lock_ready_batch",
+        "proposals_for_batch",
+    ]
+    assert len(names) == 4 + 2 * 8
