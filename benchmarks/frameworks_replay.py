@@ -4,7 +4,7 @@ plain ledger calls, and the ledger's open connections before and after many cycl
 It needs only the installed package and the framework extras (no checkout, nothing from the
 repository's tests)::
 
-    pip install 'effectledger[maf,openai-agents,langgraph,pydantic-ai]'
+    pip install 'effectledger[maf,openai-agents,langgraph,pydantic-ai,adk]'
     python benchmarks/frameworks_replay.py [--store URL] [--cycles N] [--frameworks a,b]
 
 A cycle is what a host does for one consequential tool call. For each framework, three paths:
@@ -16,8 +16,8 @@ A cycle is what a host does for one consequential tool call. For each framework,
   thread of its own in every run.
 * ``<framework> own pause``: the same agent and model with a plain tool under the framework's
   own approval (LangChain's ``HumanInTheLoopMiddleware``, Pydantic AI's ``requires_approval``,
-  the OpenAI Agents SDK's ``needs_approval``, MAF's ``approval_mode``): pause, approve in the
-  framework, resume, the tool runs. No ledger.
+  the OpenAI Agents SDK's ``needs_approval``, MAF's ``approval_mode``, ADK's
+  ``require_confirmation``): pause, approve in the framework, resume, the tool runs. No ledger.
 * ``plain ledger calls``: ``EffectLedger.propose``, ``approve`` and ``perform`` of the same
   refund, each on a fresh thread, with no framework.
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -69,7 +70,7 @@ logging.getLogger("openai.agents").setLevel(logging.ERROR)
 ACTION = "refund_order"
 AGENT = Context(tenant_id="acme", actor_id="agent-7", roles=frozenset({"agent"}))
 REVIEWER = Context(tenant_id="acme", actor_id="rita", roles=frozenset({"approver"}))
-FRAMEWORKS = ("maf", "openai_agents", "langgraph", "pydantic_ai")
+FRAMEWORKS = ("maf", "openai_agents", "langgraph", "pydantic_ai", "adk")
 JSON = dict[str, Any]
 
 
@@ -187,23 +188,30 @@ class PydanticAI:
         from effectledger.callers.frameworks.pydantic_ai import approved
 
         def grant(requests: Any, call_id: str) -> Any:
-            proposal_id = requests.metadata[call_id]["proposal_id"]
-            self.world.app.approve(REVIEWER, self.world.app.proposal(AGENT, proposal_id))
+            shown = requests.metadata[call_id]  # the reviewer approves the digest shown
+            self.world.app.approve(REVIEWER, shown["proposal_id"], digest=shown["digest"])
             return approved(requests)
 
         return str(self._cycle(self.adapter, grant)["outcome"])
 
-    def own_cycle(self) -> str:
-        from pydantic_ai import DeferredToolResults, Tool
+    @functools.cached_property
+    def own_tool(self) -> Any:
+        """The plain tool under Pydantic AI's own approval, built once as a host builds it."""
+        from pydantic_ai import Tool
 
         def refund_order(order_id: str, amount_minor: int, currency: str, reason: str) -> str:
             """Refund an order."""
             return json.dumps({"outcome": "performed"})
 
-        tool = Tool(refund_order, name=ACTION, requires_approval=True)
+        return Tool(refund_order, name=ACTION, requires_approval=True)
+
+    def own_cycle(self) -> str:
+        from pydantic_ai import DeferredToolResults
+
         return str(
             self._cycle(
-                tool, lambda requests, call_id: DeferredToolResults(approvals={call_id: True})
+                self.own_tool,
+                lambda requests, call_id: DeferredToolResults(approvals={call_id: True}),
             )["outcome"]
         )
 
@@ -270,23 +278,29 @@ class LangGraph:
         middleware = {"middleware": [self.adapter.middleware]}
         return str(self._cycle(middleware, resume, Host(AGENT))["outcome"])
 
-    def own_cycle(self) -> str:
+    @functools.cached_property
+    def own_options(self) -> dict[str, Any]:
+        """The plain tool and LangChain's own review middleware, built once as a host builds
+        them."""
         from langchain.agents.middleware import HumanInTheLoopMiddleware
         from langchain_core.tools import tool
-        from langgraph.types import Command
 
         @tool(ACTION)
         def refund_order(order_id: str, amount_minor: int, currency: str, reason: str) -> str:
             """Refund an order."""
             return json.dumps({"outcome": "performed"})
 
-        options = {
+        return {
             "tools": [refund_order],
             "middleware": [HumanInTheLoopMiddleware(interrupt_on={ACTION: True})],
         }
+
+    def own_cycle(self) -> str:
+        from langgraph.types import Command
+
         return str(
             self._cycle(
-                options,
+                self.own_options,
                 lambda i, host: Command(resume={i.id: {"decisions": [{"type": "approve"}]}}),
                 Host(AGENT),
             )["outcome"]
@@ -333,14 +347,22 @@ class OpenAIAgents:
         resumed = self.adapter.resume(again, saved, AGENT, {call_id: proposal}, scope=scope)
         return str(self._output(asyncio.run(resumed))["outcome"])
 
-    def own_cycle(self) -> str:
-        from agents import Runner, RunState, function_tool
+    @functools.cached_property
+    def own_tool(self) -> Any:
+        """The plain tool under the SDK's own approval, built once as a host builds it."""
+        from agents import function_tool
 
         @function_tool(name_override=ACTION, needs_approval=True, strict_mode=False)
         def refund_order(order_id: str, amount_minor: int, currency: str, reason: str) -> str:
             """Refund an order."""
             return json.dumps({"outcome": "performed"})
 
+        return refund_order
+
+    def own_cycle(self) -> str:
+        from agents import Runner, RunState
+
+        refund_order = self.own_tool
         arguments, call_id = self.world.arguments(), f"call-{uuid.uuid4().hex[:12]}"
         paused = asyncio.run(Runner.run(self._agent(refund_order, arguments, call_id), "refund"))
         saved = paused.to_state().to_string()
@@ -389,14 +411,20 @@ class MAF:
         return Agent(client=Scripted(), name="refunds", tools=tools, middleware=middleware)
 
     def _cycle(
-        self, tools: list[Any], middleware: list[Any], kwargs_of: Callable[[Any, Any], JSON]
+        self,
+        tools: list[Any],
+        middleware: list[Any],
+        kwargs_of: Callable[[Any, Any], JSON],
+        first: JSON | None = None,
     ) -> JSON:
         from agent_framework import AgentSession, Message
 
         arguments, call_id = self.world.arguments(), f"call-{uuid.uuid4().hex[:12]}"
         agent = self._agent(tools, middleware, arguments, call_id)
         session = agent.create_session()
-        response = asyncio.run(agent.run("refund", session=session))
+        response = asyncio.run(
+            agent.run("refund", session=session, function_invocation_kwargs=first or {})
+        )
         (request,) = response.user_input_requests
         saved = json.dumps(session.to_dict(), default=str)
         kwargs = kwargs_of(request, session)
@@ -412,15 +440,22 @@ class MAF:
         return tool_json(result.result)
 
     def adapter_cycle(self) -> str:
+        from effectledger.callers.frameworks.maf import LEDGER_KEY
+
         def kwargs_of(request: Any, session: Any) -> JSON:
-            proposal = self.adapter.propose_request(AGENT, request, session=session.session_id)
-            self.world.app.approve(REVIEWER, proposal)
-            return self.adapter.resume(AGENT, {request.function_call.call_id: proposal})
+            shown = request.additional_properties[LEDGER_KEY]  # proposed at the pause
+            self.world.app.approve(REVIEWER, shown["proposal_id"], digest=shown["digest"])
+            return self.adapter.invocation(AGENT)  # the grant rides in the approval response
 
-        tools, middleware = [self.adapter.tool], [self.adapter.middleware]
-        return str(self._cycle(tools, middleware, kwargs_of)["outcome"])
+        tools = [self.adapter.tool]
+        middleware = [self.adapter.pause_middleware, self.adapter.middleware]
+        return str(
+            self._cycle(tools, middleware, kwargs_of, self.adapter.invocation(AGENT))["outcome"]
+        )
 
-    def own_cycle(self) -> str:
+    @functools.cached_property
+    def own_tool(self) -> Any:
+        """The plain tool under MAF's own approval mode, built once as a host builds it."""
         from agent_framework import tool
 
         @tool(name=ACTION, approval_mode="always_require")
@@ -428,7 +463,119 @@ class MAF:
             """Refund an order."""
             return json.dumps({"outcome": "performed"})
 
-        return str(self._cycle([refund_order], [], lambda request, session: {})["outcome"])
+        return refund_order
+
+    def own_cycle(self) -> str:
+        return str(self._cycle([self.own_tool], [], lambda request, session: {})["outcome"])
+
+
+# -- Google ADK ---------------------------------------------------------------------------------
+
+
+class ADK:
+    """``Runner`` with a scripted ``BaseLlm`` and an ``InMemorySessionService``: one session per
+    cycle, the pause answered with ADK's confirmation response in the same session."""
+
+    app_name, user_id = "refunds", "customer-1"
+
+    def __init__(self, world: World) -> None:
+        from effectledger.callers.frameworks.adk import ledger_tool
+
+        self.world = world
+        self.adapter = ledger_tool(world.app, ACTION)
+
+    def _model(self, arguments: Mapping[str, Any], call_id: str) -> Any:
+        from google.adk.models.base_llm import BaseLlm
+        from google.adk.models.llm_response import LlmResponse
+        from google.genai import types
+
+        call = types.FunctionCall(id=call_id, name=ACTION, args=dict(arguments))
+        usage = types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=0, candidates_token_count=0, total_token_count=0
+        )
+
+        class Scripted(BaseLlm):
+            model: str = "scripted"
+
+            async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+                last = llm_request.contents[-1].parts if llm_request.contents else []
+                if any(p.function_response for p in last):
+                    parts = [types.Part(text="done")]
+                else:
+                    parts = [types.Part(function_call=call)]
+                content = types.Content(role="model", parts=parts)
+                yield LlmResponse(content=content, usage_metadata=usage)
+
+        return Scripted()
+
+    def _cycle(self, tool: Any, answer: Callable[[Any], Any]) -> JSON:
+        from google.adk.agents import LlmAgent
+        from google.adk.runners import Runner
+        from google.adk.sessions import InMemorySessionService
+        from google.genai import types
+
+        from effectledger.callers.frameworks.adk import acting_as
+
+        arguments, call_id = self.world.arguments(), f"call-{uuid.uuid4().hex[:12]}"
+        agent = LlmAgent(name="refunds", model=self._model(arguments, call_id), tools=[tool])
+
+        async def go() -> JSON:
+            service = InMemorySessionService()
+            session = await service.create_session(app_name=self.app_name, user_id=self.user_id)
+            runner = Runner(app_name=self.app_name, agent=agent, session_service=service)
+            ask = types.Content(role="user", parts=[types.Part(text="refund")])
+            where = {"user_id": self.user_id, "session_id": session.id}
+            with acting_as(AGENT):
+                paused = [e async for e in runner.run_async(**where, new_message=ask)]
+                reply = answer(paused)
+                done = [e async for e in runner.run_async(**where, new_message=reply)]
+            (result,) = [
+                p.function_response.response
+                for e in done
+                for p in (e.content.parts if e.content else [])
+                if p.function_response and p.function_response.name == ACTION
+            ]
+            return dict(result or {})
+
+        return asyncio.run(go())
+
+    def adapter_cycle(self) -> str:
+        from effectledger.callers.frameworks.adk import approve, confirmation_requests, reply
+
+        def answer(paused: list[Any]) -> Any:
+            (request,) = confirmation_requests(paused)
+            grant = request.grant
+            assert grant is not None
+            self.world.app.approve(REVIEWER, grant.proposal_id, digest=grant.digest)
+            return reply(approve(request))
+
+        return str(self._cycle(self.adapter.tool, answer)["outcome"])
+
+    @functools.cached_property
+    def own_tool(self) -> Any:
+        """The plain tool under ADK's own confirmation, built once as a host builds it."""
+        from google.adk.tools import FunctionTool
+
+        def refund_order(order_id: str, amount_minor: int, currency: str, reason: str) -> dict:
+            """Refund an order."""
+            return {"outcome": "performed"}
+
+        return FunctionTool(refund_order, require_confirmation=True)
+
+    def own_cycle(self) -> str:
+        from google.genai import types
+
+        def answer(paused: list[Any]) -> Any:
+            (call,) = [
+                c for e in paused for c in e.get_function_calls()
+                if c.name == "adk_request_confirmation"
+            ]  # fmt: skip
+            response = types.FunctionResponse(
+                id=call.id, name="adk_request_confirmation", response={"confirmed": True}
+            )
+            return types.Content(role="user", parts=[types.Part(function_response=response)])
+
+        return str(self._cycle(self.own_tool, answer)["outcome"])
 
 
 DRIVERS: dict[str, Callable[[World], Any]] = {
@@ -436,6 +583,7 @@ DRIVERS: dict[str, Callable[[World], Any]] = {
     "openai_agents": OpenAIAgents,
     "langgraph": LangGraph,
     "pydantic_ai": PydanticAI,
+    "adk": ADK,
 }
 
 

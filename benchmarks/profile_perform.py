@@ -13,6 +13,10 @@ operation of the floor of ``benchmarks/ledger_sqlite.py`` (the same four commits
 driver's ``execute``, per perform and per floor operation, side by side; the statements each
 perform sends to the ledger's file; and the ``--top`` functions by their own time, grouped into
 hashing, canonical encoding, validation, statements (the driver) and the rest.
+
+With ``--counts`` it prints instead the figures that do not depend on the machine (``counts``):
+Python calls per perform, statements per perform and the floor's statements per operation
+(``tests/acceptance/test_benchmarks.py`` asserts them).
 """
 
 from __future__ import annotations
@@ -186,14 +190,83 @@ def statements_of_one(bench: Bench) -> list[str]:
     return [" ".join(text.split()[:4]) for text in unique]
 
 
+CALLS_PER_PERFORM_TARGET = 500
+"""Python calls per first-time perform, the simulated receiver's included (issue 31's target)."""
+STATEMENTS_OVER_FLOOR = 2
+"""Statements per perform at most this many more than the floor's per operation (issue 31)."""
+
+
+def _traced(connections: list[sqlite3.Connection], run: Any) -> int:
+    """Statements ``run()`` sends to ``connections``, each counted once (a statement that fires
+    triggers is reported again for each of them)."""
+    seen: list[str] = []
+    for connection in connections:
+        connection.set_trace_callback(seen.append)
+    try:
+        run()
+    finally:
+        for connection in connections:
+            connection.set_trace_callback(None)
+    return len([text for i, text in enumerate(seen) if i == 0 or text != seen[i - 1]])
+
+
+def counts(folder: Path, performs: int = 200) -> dict[str, float]:
+    """The deterministic figures of a first-time perform, whatever the machine.
+
+    ``calls per perform``: Python function calls per ``EffectLedger.perform`` of an approved
+    refund as cProfile counts them (builtins and the simulated receiver included);
+    ``statements per perform``: the statements one perform sends to the ledger's and the
+    receiver's files; ``floor statements``: the same for one operation of the 4-commit floor.
+    """
+    bench = Bench(
+        f"sqlite:///{folder / 'counts.db'}?synchronous=OFF", folder / "counts-r.db", "OFF"
+    )
+    try:
+        bench.perform(bench.approved(50))  # warm up: caches filled on first use are full
+        ready = bench.approved(performs)
+        profile = cProfile.Profile()
+        profile.enable()
+        bench.perform(ready)
+        profile.disable()
+        calls = (pstats.Stats(profile).total_calls - 2) / performs  # less perform() and disable
+        one = bench.approved(1)
+        with bench.store._leased() as ledger:  # type: ignore[attr-defined]
+            statements = _traced([ledger, bench.receiver._connect()], lambda: bench.perform(one))
+    finally:
+        bench.close()
+    floor = Floor(folder, 0, 60)
+    try:
+        floor.run(range(50))
+        floor_statements = _traced([floor.ledger, floor.receiver], lambda: floor.run(range(50, 60)))
+    finally:
+        floor.close()
+    return {
+        "calls per perform": calls,
+        "statements per perform": statements,
+        "floor statements": floor_statements / 10,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Profile the performs and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--performs", type=int, default=2000, help="profiled performs (2000)")
     parser.add_argument("--top", type=int, default=25, help="functions listed (25)")
     parser.add_argument("--synchronous", default="OFF", help="PRAGMA synchronous (OFF)")
+    parser.add_argument(
+        "--counts",
+        action="store_true",
+        help="print only the deterministic counts (calls, statements) per perform",
+    )
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="effectledger-profile-"))
+    if args.counts:
+        try:
+            for name, figure in counts(folder).items():
+                print(f"{name}: {figure:.1f}")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return 0
     try:
         sync = args.synchronous
         bench = Bench(

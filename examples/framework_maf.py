@@ -4,11 +4,13 @@ Run it from anywhere (it writes its two SQLite files in the current folder)::
 
     python examples/framework_maf.py
 
-A scripted chat client asks for a refund; MAF surfaces its ``function_approval_request``; the
-host proposes the call and the reviewer approves it; answering the request with the host's
-identity and grant performs it once, and restoring the same saved session again replays. The
-identity travels in the application's own context object (its ``ledger_context``), given on
-every resume, never in the saved session.
+A scripted chat client asks for a refund; MAF surfaces its ``function_approval_request``,
+already proposed in the ledger as the host's identity and carrying the ledger's part (proposal,
+digest, tenant) in its ``additional_properties``; the reviewer approves that digest; answering
+the request with MAF's approval response (which carries the grant) and the host's identity
+performs it once, and restoring the same saved session again replays. The identity travels in
+the application's own context object (its ``ledger_context``), given on every run, never in the
+saved session.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from agent_framework import (
 )
 
 from effectledger import Context
-from effectledger.callers.frameworks.maf import ledger_tool
+from effectledger.callers.frameworks.maf import LEDGER_KEY, ledger_tool
 
 
 @dataclass(frozen=True)
@@ -56,24 +58,33 @@ class ScriptedClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClien
 
 
 async def main() -> None:
-    """Pause, propose, approve, resume twice from the saved session; print each outcome."""
+    """Pause (proposed as the host), approve, resume twice from the saved session; print each
+    outcome."""
     ledger, refund, receiver = open_desk()
     tool = ledger_tool(ledger, refund)
-    agent = Agent(client=ScriptedClient(), tools=[tool.tool], middleware=[tool.middleware])
+    agent = Agent(
+        client=ScriptedClient(),
+        tools=[tool.tool],
+        middleware=[tool.pause_middleware, tool.middleware],
+    )
     support = Support(customer="cust-1001", ledger_context=AGENT)
     session = agent.create_session()
-    paused = await agent.run("Refund order 1001, it arrived broken.", session=session)
+    paused = await agent.run(
+        "Refund order 1001, it arrived broken.",
+        session=session,
+        function_invocation_kwargs=tool.invocation(support),
+    )
     (request,) = paused.user_input_requests
-    proposal = tool.propose_request(support, request, session=session)  # the host, as itself
-    ledger.approve(RITA, proposal)
+    shown = request.additional_properties[LEDGER_KEY]  # the proposal the pause recorded
+    ledger.approve(RITA, shown["proposal_id"], digest=shown["digest"])
     saved = json.dumps(session.to_dict(), default=str)
-    print("paused:", request.function_call.name)
+    print("paused:", request.function_call.name, shown["proposal_id"])
 
     async def resume() -> str:
         run = await agent.run(
-            Message("user", [request.to_function_approval_response(True)]),
+            Message("user", [request.to_function_approval_response(True)]),  # carries the grant
             session=AgentSession.from_dict(json.loads(saved)),
-            function_invocation_kwargs=tool.resume(support, {"call-1": proposal}),
+            function_invocation_kwargs=tool.invocation(support),
         )
         results = [c for m in run.messages for c in m.contents if c.type == "function_result"]
         answer = json.loads(results[0].result)

@@ -14,6 +14,11 @@ FOLDER = Path(__file__).resolve().parents[2] / "benchmarks"
 CALLS_PER_REPLAY_TARGET = 40
 """Issue 31's target, the same figure as ``benchmarks/api_replay.py``'s (which is not a
 package this test may import)."""
+CALLS_PER_PERFORM_CEILING = 740
+"""What a first-time perform makes now (725 calls, from 1,203), kept from growing back; issue
+31's target is 500 (``benchmarks/profile_perform.py``'s, which the report prints)."""
+STATEMENTS_OVER_FLOOR = 2
+"""Issue 31's bound: a perform's statements at most the 4-commit floor's plus two."""
 BENCHMARKS = sorted(path for path in FOLDER.glob("*.py") if path.name != "allocation.py")
 """Every script; ``allocation.py`` is the helper they import, not a benchmark."""
 
@@ -71,3 +76,38 @@ def test_a_replay_makes_at_most_forty_python_calls(tmp_path: Path) -> None:
     for path in ("service perform", "facade perform"):
         assert counts[path] <= CALLS_PER_REPLAY_TARGET, counts
         assert counts[path] <= counts["executor replay"], counts
+
+
+def _run_counts(script: str, tmp_path: Path) -> dict[str, float]:
+    """The ``name: figure`` lines a benchmark's count mode prints, in a process of its own with
+    no OpenTelemetry provider set (as in a benchmark)."""
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("OTEL_")
+    }
+    done = subprocess.run(
+        [sys.executable, str(FOLDER / script), "--counts"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    counts: dict[str, float] = {}
+    for line in done.stdout.splitlines():
+        name, _, figure = line.partition(": ")
+        counts[name] = float(figure)
+    return counts
+
+
+@pytest.mark.slow
+def test_a_first_perform_counts_stay_within_their_bounds(tmp_path: Path) -> None:
+    """A first-time ``EffectLedger.perform`` (admission, claim, the simulated receiver's submit,
+    record) sends at most the 4-commit floor's statements plus two to the ledger's and the
+    receiver's files, and makes no more Python calls than it does now (cProfile's count)."""
+    counts = _run_counts("profile_perform.py", tmp_path)
+    assert set(counts) == {"calls per perform", "statements per perform", "floor statements"}
+    assert counts["floor statements"] >= 20, counts  # the floor was measured, not skipped
+    assert counts["statements per perform"] <= counts["floor statements"] + STATEMENTS_OVER_FLOOR
+    assert counts["calls per perform"] <= CALLS_PER_PERFORM_CEILING, counts

@@ -8,6 +8,7 @@ server process over stdio; a blocking portal lets synchronous scenario code driv
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, asynccontextmanager, contextmanager
@@ -20,7 +21,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from effectledger import Context, EffectLedger, EffectLedgerError
-from effectledger.callers.mcp import TokenIdentities, build_server, serve_http_in_thread
+from effectledger.callers.mcp import (
+    TENANT_META_KEY,
+    TokenIdentities,
+    build_server,
+    serve_http_in_thread,
+)
 from effectledger.callers.tools.function_tools import FunctionTools
 from tests.callers.scenarios import AGENT, JSON, MALLORY, OUTSIDER
 
@@ -48,8 +54,17 @@ class DirectCaller:
             "digest": proposal.digest,
         }
 
-    def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON:
-        return self.ledger.perform(context, proposal_id, approval=approval_id).to_dict()
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        approval_id: str | None,
+        tenant_id: str | None = None,
+    ) -> JSON:
+        result = self.ledger.perform(
+            context, proposal_id, approval=approval_id, tenant_id=tenant_id
+        )
+        return result.to_dict()
 
     def status(self, context: Context, operation_id: str) -> JSON:
         return {"outcome": "recorded", **self.ledger.status(context, operation_id).to_dict()}
@@ -73,9 +88,15 @@ class ToolCaller:
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON:
         return self.tools.call(context, "propose_refund_order", json.dumps(arguments)).data
 
-    def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON:
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        approval_id: str | None,
+        tenant_id: str | None = None,
+    ) -> JSON:
         arguments = json.dumps(_ids(proposal_id, approval_id))
-        return self.tools.call(context, "perform_proposal", arguments).data
+        return self.tools.call(context, "perform_proposal", arguments, tenant_id=tenant_id).data
 
     def status(self, context: Context, operation_id: str) -> JSON:
         return self.tools.call(context, "operation_status", {"operation_id": operation_id}).data
@@ -121,16 +142,29 @@ class MCPCaller:
             )
         return self._clients[context]
 
-    def call(self, context: Context, name: str, arguments: dict[str, Any]) -> JSON:
-        """One tools/call as ``context``; the JSON of its result."""
-        client = self.client(context)
-        return result_json(self._portal.call(client.call_tool, name, arguments))
+    def call(
+        self,
+        context: Context,
+        name: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+    ) -> JSON:
+        """One tools/call as ``context`` (with the request's ``_meta``, if any); its JSON."""
+        call = functools.partial(self.client(context).call_tool, name, arguments, meta=meta)
+        return result_json(self._portal.call(call))
 
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON:
         return self.call(context, "propose_refund_order", dict(arguments))
 
-    def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON:
-        return self.call(context, "perform_proposal", _ids(proposal_id, approval_id))
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        approval_id: str | None,
+        tenant_id: str | None = None,
+    ) -> JSON:
+        meta = None if tenant_id is None else {TENANT_META_KEY: tenant_id}
+        return self.call(context, "perform_proposal", _ids(proposal_id, approval_id), meta)
 
     def status(self, context: Context, operation_id: str) -> JSON:
         return self.call(context, "operation_status", {"operation_id": operation_id})

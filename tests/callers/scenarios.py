@@ -14,6 +14,7 @@ is the same record written out, so every caller is held to one answer, the direc
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from effectledger import (
     Context,
     DestinationRef,
+    Display,
     EffectLedger,
     LedgerSettings,
     ManualClock,
@@ -53,7 +55,15 @@ class Caller(Protocol):
 
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON: ...
 
-    def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON: ...
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        approval_id: str | None,
+        tenant_id: str | None = None,
+    ) -> JSON:
+        """Perform as ``context``; ``tenant_id``: the tenant the host addresses the call to."""
+        ...
 
     def status(self, context: Context, operation_id: str) -> JSON: ...
 
@@ -77,21 +87,27 @@ class World:
         self.receiver.close()
 
 
-def build_world(store_url: str, directory: Path, clock: ManualClock) -> World:
-    """A ledger over ``store_url`` and a receiver file in ``directory``, refunds declared."""
+def build_world(
+    store_url: str, directory: Path, clock: ManualClock, display: Display | None = None
+) -> World:
+    """A ledger over ``store_url`` and a receiver file in ``directory``, refunds declared
+    (with ``display`` as the summary a reviewer reads, when given)."""
     receiver = SimulatedReceiver(directory / "receiver.db", synchronous="NORMAL")
     orders = OrderBook()
     destination = DestinationRef(account_id=receiver.account_id, endpoint=receiver.endpoint)
     app = EffectLedger(open_store(store_url), clock=clock, settings=LedgerSettings())
-    app.register(refund_action(orders=orders, destination=destination), receiver)
+    action = refund_action(orders=orders, destination=destination)
+    if display is not None:
+        action = dataclasses.replace(action, display=display)
+    app.register(action, receiver)
     return World(store_url, directory, clock, app.ledger, receiver, orders, app, app)
 
 
 @contextmanager
-def fresh_world(store_url: str, directory: Path) -> Iterator[World]:
+def fresh_world(store_url: str, directory: Path, display: Display | None = None) -> Iterator[World]:
     """A fresh world (empty ledger, new receiver file) that is closed afterwards."""
     directory.mkdir(parents=True, exist_ok=True)
-    world = build_world(store_url, directory, ManualClock())
+    world = build_world(store_url, directory, ManualClock(), display)
     try:
         yield world
     finally:
@@ -119,6 +135,8 @@ class Observed:
     units: tuple[int, int]
     approval_consumed: bool | None
     trail: tuple[str, ...]
+    proposals: int
+    """Proposal rows: one per ``proposed`` answer, none for a refused or repeated call."""
 
 
 @dataclass
@@ -151,9 +169,17 @@ class Run:
         self.approval_id = self.approval_id or approval.approval_id
         return approval.approval_id
 
-    def perform(self, proposal_id: str, approval_id: str | None, context: Context = AGENT) -> JSON:
-        """``context`` performs through the caller."""
-        return self.record(self.caller.perform(context, proposal_id, approval_id))
+    def perform(
+        self,
+        proposal_id: str,
+        approval_id: str | None,
+        context: Context = AGENT,
+        tenant_id: str | None = None,
+    ) -> JSON:
+        """``context`` performs through the caller, addressed to ``tenant_id`` when it is given."""
+        if tenant_id is None:
+            return self.record(self.caller.perform(context, proposal_id, approval_id))
+        return self.record(self.caller.perform(context, proposal_id, approval_id, tenant_id))
 
     def observe(self) -> Observed:
         """The durable facts: receiver counts, rows, units, consumption, the trail."""
@@ -175,6 +201,7 @@ class Run:
             units=(usage.held, usage.committed),
             approval_consumed=None if self.approval_id is None else consumed is not None,
             trail=trail,
+            proposals=count_rows(world.store_url, "proposals"),
         )
 
 
@@ -194,9 +221,13 @@ def wrong_actor(run: Run) -> None:
 
 
 def wrong_tenant(run: Run) -> None:
-    """Another tenant's caller sees the proposal as unknown, exactly like a made-up id."""
+    """A call the host addresses to another tenant stops at the tenant step with nothing read,
+    and naming the proposal's tenant never widens what another tenant's identity reaches; with
+    no tenant named, another tenant's caller sees the proposal as unknown, like a made-up id."""
     proposal = run.propose()
     approval_id = run.approve(proposal)
+    run.perform(proposal["proposal_id"], approval_id, tenant_id="globex")
+    run.perform(proposal["proposal_id"], approval_id, context=OUTSIDER, tenant_id="acme")
     run.perform(proposal["proposal_id"], approval_id, context=OUTSIDER)
     run.perform("prop-unknown", approval_id, context=OUTSIDER)
 
@@ -326,6 +357,17 @@ def _denied(reason: str) -> JSON:
     }
 
 
+def _rejected(reason: str) -> JSON:
+    """A denial at the tenant step: the request names a tenant other than the caller's."""
+    return {
+        "outcome": "denied",
+        "state": None,
+        "reason": reason,
+        "uncertain": False,
+        "trace": [["request", "received"], ["tenant", "rejected"]],
+    }
+
+
 def _done(outcome: str, reservation: str, state: str = "SUCCEEDED") -> JSON:
     return {
         "outcome": outcome,
@@ -336,12 +378,16 @@ def _done(outcome: str, reservation: str, state: str = "SUCCEEDED") -> JSON:
     }
 
 
+def _proposed(results: tuple[JSON, ...]) -> int:
+    return sum(result == PROPOSED for result in results)
+
+
 def _nothing(results: tuple[JSON, ...], trail: tuple[str, ...], consumed: bool | None) -> Observed:
-    return Observed(results, 0, 0, 0, 0, (0, 0), consumed, trail)
+    return Observed(results, 0, 0, 0, 0, (0, 0), consumed, trail, _proposed(results))
 
 
 def _once(results: tuple[JSON, ...], trail: tuple[str, ...] = PERFORMED_TRAIL) -> Observed:
-    return Observed(results, 1, 1, 1, 1, (0, 30), True, trail)
+    return Observed(results, 1, 1, 1, 1, (0, 30), True, trail, _proposed(results))
 
 
 @dataclass(frozen=True)
@@ -364,7 +410,13 @@ SCENARIOS = (
         "wrong_tenant",
         wrong_tenant,
         _nothing(
-            (PROPOSED, _denied("not_found"), _denied("not_found")),
+            (
+                PROPOSED,
+                _rejected("tenant_mismatch"),
+                _rejected("tenant_mismatch"),
+                _denied("not_found"),
+                _denied("not_found"),
+            ),
             ("ProposalRecorded", "ApprovalGranted"),
             False,
         ),

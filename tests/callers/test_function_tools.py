@@ -396,6 +396,12 @@ def test_a_call_the_host_addresses_to_another_tenant_stops_at_the_tenant_step(
     assert count_rows(world.store_url, "audit_events") == events
     assert count_rows(world.store_url, "proposals") == 1
     assert world.receiver.counts().submissions == 0
+    use = ToolUseBlock(type="tool_use", id="toolu_9", name="perform_proposal", input=ids)
+    block = tools.answer(AGENT, use, tenant_id="globex")  # a provider's call, the same way
+    assert block["is_error"] is True
+    assert json.loads(block["content"].split("\n", 1)[0])["reason"] == "tenant_mismatch"
+    assert count_rows(world.store_url, "audit_events") == events
+    assert world.receiver.counts().submissions == 0
     done = tools.call(AGENT, "perform_proposal", ids, tenant_id="acme")
     assert done.data["outcome"] == "performed"
     assert world.receiver.counts().effects == 1

@@ -23,7 +23,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from effectledger.callers.mcp import TokenIdentities, token_digest
+from effectledger.callers.mcp import TENANT_META_KEY, TokenIdentities, token_digest
 from effectledger.callers.tools.function_tools import FunctionTools
 from effectledger.cli import build_parser
 from effectledger.cli import main as cli_main
@@ -156,6 +156,51 @@ def test_identity_comes_from_the_token_never_from_arguments(world: World, mcp: M
     assert (stored.proposer_id, stored.correlation["framework"]) == ("agent-7", "mcp")
     performed = mcp.call(AGENT, "perform_proposal", ids)
     assert (performed["outcome"], performed["state"]) == ("performed", "SUCCEEDED")
+    assert world.receiver.counts().effects == 1
+
+
+def test_a_call_the_host_addresses_to_another_tenant_stops_at_the_tenant_step(
+    world: World, mcp: MCPCaller
+) -> None:
+    """The client names the tenant a call is addressed to in the request's ``_meta``: another
+    tenant than the token's is refused first (a perform's denial ``tenant_mismatch`` with the
+    trace ``request``, ``tenant``; a propose or a status ``admission_denied`` /
+    ``tenant_mismatch``), nothing read, written or sent; the token's own tenant performs; a
+    ``tenant_id`` among the model's arguments is still refused, and a ``_meta`` value that is no
+    tenant id is ``invalid_input``."""
+    proposal = mcp.propose(AGENT, REFUND_30)
+    approval = world.service.approve(REVIEWER, proposal["proposal_id"], digest=proposal["digest"])
+    ids = {"proposal_id": proposal["proposal_id"], "approval_id": approval.approval_id}
+    events = count_rows(world.store_url, "audit_events")
+    elsewhere = {TENANT_META_KEY: "globex"}
+    denied = mcp.call(AGENT, "perform_proposal", ids, elsewhere)
+    assert (denied["outcome"], denied["reason"]) == ("denied", "tenant_mismatch")
+    assert denied["trace"] == [["request", "received"], ["tenant", "rejected"]]
+    assert (
+        denied
+        == FunctionTools(world.app).call(AGENT, "perform_proposal", ids, tenant_id="globex").data
+    )
+    for name, arguments in (
+        ("propose_refund_order", REFUND_30),
+        ("operation_status", {"operation_id": proposal["operation_id"]}),
+    ):
+        refused = mcp.call(AGENT, name, arguments, elsewhere)["error"]
+        assert (refused["code"], refused["details"]["reason"]) == (
+            "admission_denied",
+            "tenant_mismatch",
+        )
+    smuggled = mcp.call(AGENT, "perform_proposal", {**ids, "tenant_id": "acme"})
+    assert smuggled["error"]["code"] == "tool_arguments_rejected"
+    malformed = mcp.call(AGENT, "perform_proposal", ids, {TENANT_META_KEY: 42})["error"]
+    assert (malformed["code"], malformed["details"]["field"]) == (
+        "invalid_input",
+        f"_meta.{TENANT_META_KEY}",
+    )
+    assert count_rows(world.store_url, "audit_events") == events
+    assert count_rows(world.store_url, "proposals") == 1
+    assert world.receiver.counts().submissions == 0
+    done = mcp.call(AGENT, "perform_proposal", ids, {TENANT_META_KEY: "acme"})
+    assert (done["outcome"], done["state"]) == ("performed", "SUCCEEDED")
     assert world.receiver.counts().effects == 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -12,7 +13,12 @@ import anyio.from_thread
 import pytest
 from mcp import Client
 
-from effectledger.callers.mcp import TokenIdentities, build_server, serve_http_in_thread
+from effectledger.callers.mcp import (
+    TENANT_META_KEY,
+    TokenIdentities,
+    build_server,
+    serve_http_in_thread,
+)
 from effectledger.callers.tools.review import PENDING_TOOL, ReviewTools
 from tests.callers.paths import TOKENS, http_client, result_json
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
@@ -31,7 +37,8 @@ def world(store_url: str, tmp_path: Path) -> Iterator[World]:
 
 
 def test_reviewer_lists_the_queue_over_mcp(world: World, store_url: str) -> None:
-    """pending_proposals is read-only and answers the reviewer's queue; an agent is refused."""
+    """pending_proposals is read-only and answers the reviewer's queue; an agent is refused,
+    and so is a call the client addresses to another tenant than the reviewer's."""
     proposal = world.app.propose(AGENT, "refund_order", REFUND_30)
     identities = TokenIdentities.from_tokens({**TOKENS, REVIEWER_TOKEN: REVIEWER})
     with ExitStack() as stack:
@@ -63,6 +70,15 @@ def test_reviewer_lists_the_queue_over_mcp(world: World, store_url: str) -> None
             assert refused["error"]["code"] == "not_permitted"
             bad = result_json(portal.call(rita.call_tool, PENDING_TOOL, {"approved_by": "x"}))
             assert bad["error"]["code"] == "invalid_input"
+            for tenant, listed_ids in (("globex", None), ("acme", [proposal.proposal_id])):
+                call = functools.partial(
+                    rita.call_tool, PENDING_TOOL, {}, meta={TENANT_META_KEY: tenant}
+                )
+                answer = result_json(portal.call(call))
+                if listed_ids is None:  # addressed to another tenant: refused, nothing read
+                    assert answer["error"]["details"]["reason"] == "tenant_mismatch"
+                else:
+                    assert [p["proposal_id"] for p in answer["proposals"]] == listed_ids
     assert count_rows(store_url, "approvals") == 0
     assert world.receiver.counts().effects == 0
 

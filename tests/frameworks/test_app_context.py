@@ -139,7 +139,7 @@ def test_openai_agents_saved_identity_is_never_the_hosts(world: World) -> None:
     driver = OpenAIAgentsDriver(world.app)
     tool = driver.adapter
     shop = Shop(customer="c-42", ledger_context=AGENT)
-    agent = driver._agent(REFUND_30, "call-1")
+    agent = driver._agent([("call-1", REFUND_30)])
     paused = asyncio.run(Runner.run(agent, "refund", context=shop))
     saved = paused.to_state().to_string(
         context_serializer=lambda app: {
@@ -152,20 +152,18 @@ def test_openai_agents_saved_identity_is_never_the_hosts(world: World) -> None:
         world.app.approve(REVIEWER, proposal)
 
     async def resume_from_saved_context() -> Any:
-        state = await RunState.from_string(driver._agent(None, "call-1"), saved)
+        state = await RunState.from_string(driver._agent([]), saved)
         for item in state.get_interruptions():
             state.approve(item)
         with tool.granted(proposals, scope="chat-1"):
-            return await Runner.run(driver._agent(None, "call-1"), state)
+            return await Runner.run(driver._agent([]), state)
 
     refused = asyncio.run(resume_from_saved_context())
     (output,) = [i.output for i in refused.new_items if i.type == "tool_call_output_item"]
     assert tool_json(output)["error"]["code"] == "not_authenticated"
     assert count_rows(world.store_url, "operations") == 0
     assert world.receiver.counts().effects == 0
-    done = asyncio.run(
-        tool.resume(driver._agent(None, "call-1"), saved, shop, proposals, scope="chat-1")
-    )
+    done = asyncio.run(tool.resume(driver._agent([]), saved, shop, proposals, scope="chat-1"))
     (output,) = [i.output for i in done.new_items if i.type == "tool_call_output_item"]
     assert json.loads(output)["outcome"] == "performed"
     assert world.receiver.counts().effects == 1
@@ -184,7 +182,7 @@ def test_openai_agents_host_run_still_carries_grants(world: World) -> None:
 
     async def resume() -> Any:
         host = tool.host(AGENT, {paused.call_id: proposal}, scope=paused.scope)
-        agent = driver._agent(None, paused.call_id)
+        agent = driver._agent([])
         state = await RunState.from_string(
             agent, paused.saved, context_override=RunContextWrapper(context=host)
         )

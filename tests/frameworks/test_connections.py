@@ -1,5 +1,6 @@
-"""A thousand approval cycles, each tool call on a fresh framework thread, open no connections
-for good: the ledger's open connections are the same before and after, on both backends.
+"""A thousand approval cycles through each of the five adapters, each tool call on whatever
+thread its framework runs it, open no connections for good: the ledger's open connections are
+the same before and after, on both backends.
 
 Connections are counted where they are, not where a message says: the store's own count, and
 beside it this process's file descriptors on the SQLite file and its WAL (``/proc/self/fd``)
@@ -25,7 +26,7 @@ from effectledger import Proposal
 from effectledger.callers.frameworks.gate import Grant
 from tests.callers.scenarios import AGENT, REFUND_30, REVIEWER, World, fresh_world
 from tests.conftest import count_rows, require_postgres, sqlite_path, with_options
-from tests.frameworks.drivers import DRIVERS
+from tests.frameworks.drivers import DRIVERS, FRAMEWORKS
 from tests.support.threads import file_descriptors, on_fresh_thread
 
 CYCLES = 1000
@@ -90,7 +91,8 @@ def stable(before: dict[str, int], after: dict[str, int], store_url: str) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["pydantic_ai", "langgraph"])
+@pytest.mark.soak
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_thousand_framework_cycles_leave_the_open_connections_as_they_were(
     framework: str, world: World, counted: Counted
 ) -> None:
@@ -126,7 +128,11 @@ def plain_cycle(world: World) -> str:
 
 
 @pytest.mark.parametrize(
-    "cycles", [pytest.param(50, id="50"), pytest.param(CYCLES, id="1000", marks=pytest.mark.slow)]
+    "cycles",
+    [
+        pytest.param(50, id="50"),
+        pytest.param(CYCLES, id="1000", marks=[pytest.mark.slow, pytest.mark.soak]),
+    ],
 )
 def test_plain_calls_from_fresh_threads_leave_the_open_connections_as_they_were(
     cycles: int, world: World, counted: Counted

@@ -50,7 +50,7 @@ def test_pydantic_ai_override_args_is_refused(world: World) -> None:
         metadata={"call-1": Grant.of(proposal).to_dict()},
     )
     out = asyncio.run(
-        driver._agent({}, "call-1").run(
+        driver._agent([]).run(
             message_history=ModelMessagesTypeAdapter.validate_json(paused.saved),
             deferred_tool_results=results,
             deps=AGENT,

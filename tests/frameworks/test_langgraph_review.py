@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 
 from effectledger import Proposal
-from tests.callers.scenarios import AGENT, MALLORY, REFUND_30, REVIEWER, World, fresh_world
+from effectledger.callers.frameworks.gate import Grant
+from tests.callers.scenarios import (
+    AGENT,
+    MALLORY,
+    OUTSIDER,
+    REFUND_30,
+    REVIEWER,
+    World,
+    fresh_world,
+)
 from tests.conftest import count_rows, raw_sql
 from tests.frameworks.drivers import (
     ACTION,
@@ -275,6 +284,37 @@ def test_batch_with_one_call_accepted_and_one_rejected(world: World) -> None:
         ]
     )
     assert trail(world, proposals["call-1"])[:3] == PERFORMED
+
+
+def test_a_resume_by_an_identity_that_did_not_pause_writes_nothing_of_its_own(
+    world: World,
+) -> None:
+    """Another actor of the tenant, or another tenant, resuming the agent's paused review gets
+    the ledger's refusal for that identity (with a grant of the call: ``actor_mismatch``,
+    ``not_found``; without one: ``not_found``) and nothing of theirs is written: no proposal
+    row, no decision. The agent's own resume then performs once."""
+    driver = LangGraphDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    proposal = driver.propose(AGENT, paused)
+    world.app.approve(REVIEWER, proposal)
+    unnamed = Grant(proposal_id=proposal.proposal_id, digest=proposal.digest)
+    reject = {"type": "reject", "message": "No."}
+    for who, grants, decision, reason in (
+        (MALLORY, {"call-1": unnamed}, APPROVE, "actor_mismatch"),
+        (OUTSIDER, {"call-1": unnamed}, APPROVE, "not_found"),
+        (MALLORY, {}, reject, "not_found"),
+        (OUTSIDER, {}, APPROVE, "not_found"),
+    ):
+        host = LangGraphHost(who, dict(grants), reviewer=REVIEWER)
+        answer = answers(driver.decide(paused, host, decision))["call-1"]
+        assert (answer["outcome"], answer["reason"]) == ("denied", reason), who
+    assert count_rows(world.store_url, "proposals") == 1
+    assert count_rows(world.store_url, "audit_events", "event_type = 'ProposalRecorded'") == 1
+    assert decisions_rows(world) == Counter([(proposal.proposal_id, "granted", "rita", None)])
+    assert count_rows(world.store_url, "operations") == 0
+    host = LangGraphHost(AGENT, {"call-1": proposal})
+    assert answers(driver.decide(paused, host, APPROVE))["call-1"]["outcome"] == "performed"
+    assert world.receiver.counts().effects == 1
 
 
 def test_decisions_that_do_not_fit_the_review_write_nothing(world: World) -> None:

@@ -53,10 +53,18 @@ class FrameworkCaller:
             "digest": proposal.digest,
         }
 
-    def perform(self, context: Context, proposal_id: str, approval_id: str | None) -> JSON:
+    def perform(
+        self,
+        context: Context,
+        proposal_id: str,
+        approval_id: str | None,
+        tenant_id: str | None = None,
+    ) -> JSON:
         paused, digest = self.paused.get(proposal_id, (self.last, ""))
         assert paused is not None
-        grant = Grant(proposal_id=proposal_id, digest=digest, approval_id=approval_id)
+        grant = Grant(
+            proposal_id=proposal_id, digest=digest, approval_id=approval_id, tenant_id=tenant_id
+        )
         return self.driver.resume(paused, context, grant)
 
     def status(self, context: Context, operation_id: str) -> JSON:

@@ -152,7 +152,7 @@ def _pydantic_override(world: World, arguments: dict[str, Any], *, grant: bool) 
         metadata={"call-1": Grant.of(proposal).to_dict()} if grant else {},
     )
     out = asyncio.run(
-        driver._agent({}, "call-1").run(
+        driver._agent([]).run(
             message_history=ModelMessagesTypeAdapter.validate_json(paused.saved),
             deferred_tool_results=results,
             deps=AGENT,

@@ -11,9 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from effectledger import Context, ManualClock, OperationIdTaken
+from effectledger import Context, ManualClock, NotFound, OperationIdTaken
 from effectledger.callers.frameworks.gate import LedgerGate
-from tests.callers.scenarios import AGENT, MALLORY, REFUND_30, build_world, fresh_world
+from tests.callers.scenarios import (
+    AGENT,
+    MALLORY,
+    OUTSIDER,
+    REFUND_30,
+    REVIEWER,
+    build_world,
+    fresh_world,
+)
 from tests.conftest import count_rows
 
 
@@ -29,6 +37,33 @@ def test_same_call_returns_the_recorded_proposal(store_url: str, tmp_path: Path)
         assert other.proposal_id != first.proposal_id
         assert count_rows(store_url, "proposals") == 2
         assert count_rows(store_url, "audit_events", "event_type = 'ProposalRecorded'") == 2
+
+
+def test_a_call_proposal_is_found_under_its_operation_id_by_its_proposer(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``proposal_for`` reads the proposal recorded under an operation id for its proposer and
+    the tenant's reviewers; another actor, another tenant and an id without one find nothing
+    (``NotFound``), and the gate's ``recorded`` answers None for them; nothing is written."""
+    with fresh_world(store_url, tmp_path) as world:
+        gate = LedgerGate(world.app, "refund_order", framework="langgraph")
+        first = gate.propose(AGENT, "call-1", REFUND_30, scope="thread-a")
+        events = count_rows(store_url, "audit_events")
+        assert world.app.proposal_for(AGENT, first.operation_id) == first
+        assert world.app.proposal_for(REVIEWER, first) == first
+        assert gate.recorded(AGENT, "call-1", "thread-a") == first
+        for who, call_id, scope in (
+            (MALLORY, "call-1", "thread-a"),
+            (OUTSIDER, "call-1", "thread-a"),
+            (AGENT, "call-1", "thread-b"),
+            (AGENT, "call-2", "thread-a"),
+        ):
+            assert gate.recorded(who, call_id, scope) is None
+        for who in (MALLORY, OUTSIDER):
+            with pytest.raises(NotFound):
+                world.app.proposal_for(who, first.operation_id)
+        assert count_rows(store_url, "audit_events") == events
+        assert count_rows(store_url, "proposals") == 1
 
 
 def test_same_operation_id_without_call_id_stays_taken(store_url: str, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from effectledger import (
     TamperedOperation,
 )
 from effectledger.audit import LogSealer
+from effectledger.audit.bundles.export import export_log
 from effectledger.audit.keys.signers import generate_signer
 from effectledger.destinations.simulated import SubmitMode
 from effectledger.events.authentication import TrailKey, TrailKeys, new_trail_key
@@ -37,6 +38,7 @@ from effectledger.workers import RecoveryWorker
 from tests.conftest import count_rows, drop_trigger, run_sql
 from tests.races.forgery import receiver
 from tests.races.world import AGENT, REFUND_30, approver, build, close
+from tests.support.evidence import verify_both_ways as verify_bundle
 
 KEY = TrailKey.from_key_string(new_trail_key("trail-1"))
 SIGNER = generate_signer("log-1")
@@ -269,3 +271,24 @@ def test_a_lookup_is_never_asked_about_a_key_the_admission_did_not_make(
     assert one.failed == [("acme", done.operation_id, "tampered_operation")]
     assert destination.counts().lookups == 0
     assert count_rows(store_url, "audit_events", "event_type = 'ReconciliationStarted'") == 0
+
+
+def test_a_sealed_trail_cut_back_leaves_no_bundle_that_verifies(
+    service: EffectLedger, store_url: str, tmp_path: Path
+) -> None:
+    """After the cut, a fresh export of the tenant's log does not verify (the sealed leaves of the
+    deleted events are missing: ``operation_deleted``), and the receiver still counts one
+    effect."""
+    operation_id = refunded(service)
+    store = service.ledger.store
+    LogSealer(store, SIGNER, trail_keys=TrailKeys(KEY)).seal("acme")
+    before = tmp_path / "before.jsonl"
+    export_log(store, "acme", before)
+    assert verify_bundle(before, [SIGNER.verifier().key_string()]).ok
+    cut_back(store_url, operation_id, new_key="el-forged-after-sealing")
+    after = tmp_path / "after.jsonl"
+    export_log(store, "acme", after)
+    report = verify_bundle(after, [SIGNER.verifier().key_string()])
+    assert not report.ok
+    assert report.findings[0].code == "operation_deleted", report.findings
+    assert receiver(service).counts().effects == 1

@@ -159,3 +159,64 @@ def test_an_untouched_operation_passes_every_check(service: EffectLedger, store_
     effect = receiver(service).effect(service.ledger.get(AGENT, operation_id).idempotency_key)
     assert effect is not None
     assert (effect.operation_id, effect.approval_id) == (operation_id, approval_id)
+
+
+def _replayed(service: EffectLedger, store_url: str, edit: str) -> tuple[str, str]:
+    """A refund performed to SUCCEEDED, then its operation row edited with ``edit`` (SQL after
+    ``SET``): the proposal and approval ids a repeated perform names."""
+    proposal = service.propose(AGENT, "refund_order", REFUND_30)
+    approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
+    done = service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
+    assert done.state is OperationState.SUCCEEDED
+    raw_sql(store_url, f"UPDATE operations SET {edit} WHERE operation_id = '{done.operation_id}'")
+    return proposal.proposal_id, approval.approval_id
+
+
+def test_a_replay_does_not_report_a_state_its_trail_lacks(
+    service: EffectLedger, store_url: str
+) -> None:
+    """A SUCCEEDED refund edited to REJECTED is refused on a repeated perform (the head of its
+    trail is an acceptance), not reported as rejected; the receiver saw one submission."""
+    proposal_id, approval_id = _replayed(service, store_url, "state = 'REJECTED'")
+    with pytest.raises(TamperedOperation) as refused:
+        service.perform(AGENT, proposal_id, approval=approval_id)
+    assert refused.value.details["reason"] == "state_not_in_trail"
+    assert receiver(service).counts().submissions == 1
+
+
+def test_a_replay_does_not_report_a_reference_its_trail_lacks(
+    service: EffectLedger, store_url: str
+) -> None:
+    """A SUCCEEDED refund whose provider reference was rewritten is refused on a repeated
+    perform: the reference its acceptance recorded is not the row's."""
+    proposal_id, approval_id = _replayed(service, store_url, "provider_reference = 'rcpt-forged'")
+    with pytest.raises(TamperedOperation) as refused:
+        service.perform(AGENT, proposal_id, approval=approval_id)
+    assert refused.value.details["reason"] == "state_not_in_trail"
+    assert receiver(service).counts().submissions == 1
+
+
+def test_a_replay_whose_row_points_off_its_head_reads_its_trail(
+    service: EffectLedger, store_url: str
+) -> None:
+    """A SUCCEEDED refund whose row points at an earlier trail position is refused on a
+    repeated perform, where its head alone cannot say, after the whole trail is read."""
+    proposal_id, approval_id = _replayed(service, store_url, "event_sequence = event_sequence - 1")
+    with pytest.raises(TamperedOperation) as refused:
+        service.perform(AGENT, proposal_id, approval=approval_id)
+    assert refused.value.details["reason"] in {"chain_broken", "state_not_in_trail"}
+    assert receiver(service).counts().submissions == 1
+
+
+def test_an_untouched_replay_reports_the_recorded_result(
+    service: EffectLedger, store_url: str
+) -> None:
+    """The same check passes a finished refund whose row was not edited: a repeated perform
+    reports SUCCEEDED with the receiver's reference, and nothing is submitted again."""
+    proposal_id, approval_id = _replayed(service, store_url, "version = version")
+    again = service.perform(AGENT, proposal_id, approval=approval_id)
+    assert again.state is OperationState.SUCCEEDED
+    assert again.outcome.value == "replayed"
+    assert again.provider_reference is not None
+    assert again.provider_reference.startswith("rcpt-")
+    assert receiver(service).counts().submissions == 1

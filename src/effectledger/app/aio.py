@@ -132,6 +132,10 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.proposal`, awaitable."""
         return await self._call(self.sync.proposal, context, proposal_id)
 
+    async def proposal_for(self, context: Context, operation: OperationRef) -> Proposal:
+        """:meth:`EffectLedger.proposal_for`, awaitable."""
+        return await self._call(self.sync.proposal_for, context, operation)
+
     async def pending(
         self,
         context: Context,

@@ -152,6 +152,13 @@ class EffectLedger:
         the tenant's reviewers; to anyone else it is ``NotFound``."""
         return visible_proposal(context, self.authority.get_proposal(context, proposal_id))
 
+    def proposal_for(self, context: Context, operation: OperationRef) -> Proposal:
+        """The proposal recorded under ``operation``'s id (the id a host or an adapter chose
+        when it proposed), as :meth:`proposal` shows it: for its proposer and the tenant's
+        readers; to anyone else, and when none is recorded, ``NotFound``. Nothing is written."""
+        found = self.authority.get_proposal_for_operation(context, operation_id_of(operation))
+        return visible_proposal(context, found)
+
     def approve(
         self,
         approver: Context,

@@ -17,14 +17,17 @@ from effectledger.actions.policy import Decision, Tier
 from effectledger.actions.registry import Action
 from effectledger.ledger import (
     Ledger,
+    TrailHead,
     append_event,
-    draft_operation,
+    draft_checked,
     insert_operation_row,
     lock_scope,
     lock_trail,
     new_id,
+    trail_head,
 )
 from effectledger.ledger.stored import approval_from_row, operation_from_row
+from effectledger.ledger.validation import reference as checked_reference
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.operations import (
     Command,
@@ -106,18 +109,28 @@ def _decide(
     tenant = context.tenant_id
     if context.actor_id != proposal.proposer_id:
         return Denial("actor_mismatch", "only the proposer's own context may admit it")
-    existing = tx.one("operation_get", {"tenant_id": tenant, "operation_id": proposal.operation_id})
-    if existing is not None:
-        if existing["proposal_id"] == proposal.proposal_id:
-            # The proposer's perform of an admitted proposal is a replay, whichever approval it
-            # presents (a racing approver's, say): nothing is spent, the recorded state answers.
-            return Admission(operation=operation_from_row(existing), replayed=True)
-        return Denial("approval_consumed", "this proposal was admitted with other authority")
-    # The proposal's denial, the presented approval and its consumption: one read.
+    # Whether it was admitted, the proposal's denial, the presented approval and its
+    # consumption, and the trail's head: one read.
     authority = tx.one(
         "admission_approval",
-        {"tenant_id": tenant, "proposal_id": proposal.proposal_id, "approval_id": approval_id},
+        {
+            "tenant_id": tenant,
+            "operation_id": proposal.operation_id,
+            "proposal_id": proposal.proposal_id,
+            "approval_id": approval_id,
+        },
     )
+    if authority is None or authority["admitted"]:
+        existing = tx.one(
+            "operation_get", {"tenant_id": tenant, "operation_id": proposal.operation_id}
+        )
+        if existing is not None:
+            if existing["proposal_id"] == proposal.proposal_id:
+                # The proposer's perform of an admitted proposal is a replay, whichever approval
+                # it presents (a racing approver's, say): nothing is spent, the recorded state
+                # answers.
+                return Admission(operation=operation_from_row(existing), replayed=True)
+            return Denial("approval_consumed", "this proposal was admitted with other authority")
     if authority is not None and authority["denied_by"] is not None:
         denial = tx.one(
             "proposal_denial", {"tenant_id": tenant, "proposal_id": proposal.proposal_id}
@@ -158,13 +171,19 @@ def _decide(
     over = _check_capacity(tx, tenant, proposal)
     if over is not None:
         return over
+    # The trail's head as read above, unless this admission appends to the trail first.
+    head: TrailHead | None = None if authority is None else trail_head(authority)
     if not approvals and decision.tier is Tier.PREAUTHORIZED:
         approvals = [_preauthorize(tx, ledger, context, proposal, decision.policy_version, now)]
-    if approvals:
+        head = None
+    if approvals:  # an approval id the ledger stored: a reference as it is
         reference = f"approval/{approvals[0].approval_id}"
-    else:
+    else:  # the application's policy version: checked as any reference
         reference = f"policy/{decision.policy_version}/{decision.tier.value}"
-    draft = draft_operation(
+        checked_reference(reference, "admission_reference")
+    # The proposal's values were checked when it was proposed, and its digest recomputed when
+    # it was read: not checked again.
+    draft = draft_checked(
         context,
         operation_id=proposal.operation_id,
         revision=proposal.proposal_id,
@@ -180,7 +199,7 @@ def _decide(
         pool=proposal.pool,
         units=proposal.units,
     )
-    row, _ = insert_operation_row(tx, ledger, draft)  # the trail is held: the id was free
+    row, _ = insert_operation_row(tx, ledger, draft, head=head)  # the trail is held: id free
     for approval in approvals:
         tx.run(
             "consumption_insert",

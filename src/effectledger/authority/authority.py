@@ -31,6 +31,7 @@ from effectledger.authority.proposing import (
     MAX_UNITS,
     approval_consumed_by,
     get_proposal,
+    get_proposal_for_operation,
     proposal_row,
     propose_in,
 )
@@ -110,6 +111,10 @@ class Authority:
     def get_proposal(self, context: Context, proposal_id: str) -> Proposal:
         """The tenant's proposal, its digest recomputed (:class:`TamperedProposal` if edited)."""
         return get_proposal(self._store, context, proposal_id)
+
+    def get_proposal_for_operation(self, context: Context, operation_id: str) -> Proposal:
+        """The tenant's proposal recorded under ``operation_id`` (``NotFound`` without one)."""
+        return get_proposal_for_operation(self._store, context, operation_id)
 
     def recorded_decision(self, context: Context, proposal: Proposal) -> str | None:
         """The approval a perform that names none presents, read in one statement.
@@ -275,7 +280,7 @@ class Authority:
         row = self.ledger.store.one(  # both checked: the context's own, and _check_request's
             "proposal_replay", Identifiers(tenant_id=context.tenant_id, proposal_id=proposal_id)
         )
-        recorded = replayed_result(row, context)
+        recorded = replayed_result(row, context, self._store)
         if recorded is not None:
             return recorded
         proposal = self._decoded(context, row, proposal_id, stored_digest=True)

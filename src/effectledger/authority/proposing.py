@@ -27,6 +27,7 @@ __all__ = [
     "MAX_UNITS",
     "approval_consumed_by",
     "get_proposal",
+    "get_proposal_for_operation",
     "proposal_row",
     "propose_in",
     "same_tool_call",
@@ -174,6 +175,18 @@ def get_proposal(store: Store, context: Context, proposal_id: str) -> Proposal:
     row = store.one("proposal_get", {"tenant_id": context.tenant_id, "proposal_id": proposal_id})
     if row is None:
         raise NotFound(f"no proposal {proposal_id}", proposal_id=proposal_id)
+    return proposal_from_row(row)
+
+
+def get_proposal_for_operation(store: Store, context: Context, operation_id: str) -> Proposal:
+    """The tenant's proposal recorded under ``operation_id``, its digest recomputed; an
+    operation id without one is :class:`NotFound`. A read: nothing is written."""
+    validate_operation_id(operation_id)
+    row = store.one(
+        "proposal_for_operation", {"tenant_id": context.tenant_id, "operation_id": operation_id}
+    )
+    if row is None:
+        raise NotFound(f"no proposal under {operation_id}", operation_id=operation_id)
     return proposal_from_row(row)
 
 

@@ -16,6 +16,13 @@ an actor and roles, and a request without a known token is refused with HTTP 401
 tool runs. Over stdio there is no header to read: the process that launched the server is the
 boundary, and it names the one context the server acts for.
 
+A host may name the tenant a call is addressed to in the request's ``_meta``, under
+:data:`TENANT_META_KEY` (``{"_meta": {"effectledger/tenant_id": "acme"}}``), as
+``FunctionTools.call(..., tenant_id=...)`` takes it: compared first with the authenticated
+tenant, another one is refused at the tenant step (``tenant_mismatch``) with nothing read or
+written; it can only narrow what the identity reaches. ``_meta`` is the client's, never the
+model's: a ``tenant_id`` among a tool's arguments is refused like any field the tool does not take.
+
 Requires the ``mcp`` extra (``pip install effectledger[mcp]``).
 """
 
@@ -52,6 +59,7 @@ from effectledger.model.operations import Context
 
 __all__ = [
     "SERVER_NAME",
+    "TENANT_META_KEY",
     "TokenIdentities",
     "build_server",
     "serve_http_in_thread",
@@ -61,6 +69,8 @@ __all__ = [
 ]
 
 SERVER_NAME = "effectledger"
+TENANT_META_KEY = "effectledger/tenant_id"
+"""The ``_meta`` key of a ``tools/call`` under which a host names the tenant it addresses."""
 _CLAIM = "effectledger_context"
 
 
@@ -172,6 +182,21 @@ def _authenticated_context() -> Context:
     )
 
 
+def _addressed_tenant(ctx: MCPContext) -> str | None:
+    """The tenant the host names in the request's ``_meta`` (:data:`TENANT_META_KEY`), if any;
+    :class:`InvalidInput` when it names something other than a tenant id."""
+    meta = ctx.request_context.meta or {}
+    named = meta.get(TENANT_META_KEY)
+    if named is None:
+        return None
+    if not isinstance(named, str) or not named or len(named) > 128:
+        raise InvalidInput(
+            f"_meta {TENANT_META_KEY} names the tenant a call is addressed to: a tenant id",
+            field=f"_meta.{TENANT_META_KEY}",
+        )
+    return named
+
+
 def _tool(
     tools: FunctionTools | ReviewTools, definition: ToolDefinition, context: Context | None
 ) -> Tool:
@@ -180,6 +205,7 @@ def _tool(
     async def handler(arguments: dict[str, Any], ctx: MCPContext) -> CallToolResult:
         try:
             caller = context if context is not None else _authenticated_context()
+            tenant_id = _addressed_tenant(ctx)
         except EffectLedgerError as exc:
             return _call_result(
                 ToolResult(
@@ -190,7 +216,9 @@ def _tool(
                 )
             )
         correlation = Correlation(tool_call_id=f"mcp:{ctx.request_id}"[:256], framework="mcp")
-        call = functools.partial(tools.call, caller, name, arguments, correlation=correlation)
+        call = functools.partial(
+            tools.call, caller, name, arguments, correlation=correlation, tenant_id=tenant_id
+        )
         # The ledger is synchronous: run it off the event loop, one whole call per thread hop.
         return _call_result(await anyio.to_thread.run_sync(call))
 

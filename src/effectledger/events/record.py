@@ -57,6 +57,7 @@ __all__ = [
     "event_from_row",
     "event_version",
     "hash_event",
+    "hash_event_stored",
     "hash_of_entry",
     "leaf_of_entry",
     "stored_entry",
@@ -219,10 +220,25 @@ def hash_event(body: Mapping[str, Any]) -> tuple[str, str]:
     ``details_json`` is the canonical text of the body's object field, stored beside the hash;
     it is cut out of the body's text (see :data:`OBJECT_KEY`) instead of encoded a second time.
     """
+    event_hash, details_json, _ = hash_event_stored(body)
+    return event_hash, details_json
+
+
+_STORED_TAG: Final = {1: b"", 2: b"\x02"}
+"""What the stored bytes of a hash put before its digest, per version (``store.hashes``)."""
+
+
+def hash_event_stored(body: Mapping[str, Any]) -> tuple[str, str, bytes]:
+    """:func:`hash_event`, and the hash's stored bytes (``store.hashes``), from one digest."""
     data = canonical_bytes(body)
     start = data.index(OBJECT_KEY) + len(OBJECT_KEY)
     end = data.rindex(AFTER_KEY)
-    return hash_of_entry(data), data[start:end].decode("utf-8")
+    digest = _sha256(EVENT_DOMAINS[CURRENT_VERSION] + data).digest()
+    return (
+        _MARKS[CURRENT_VERSION] + digest.hex(),
+        data[start:end].decode("utf-8"),
+        _STORED_TAG[CURRENT_VERSION] + digest,
+    )
 
 
 def _scalar(value: Any) -> str:
@@ -248,6 +264,8 @@ _SPLICE: Final = [
     (("," if i else "{") + f'"{field.name}":', field.column, field.kind == "object")
     for i, field in enumerate(EVENT_FIELDS)
 ]
+_KEYS: Final = tuple(key for key, _, _ in _SPLICE)
+_COLUMNS: Final = tuple(column for _, column, _ in _SPLICE)
 
 
 def entry_from_row(row: Mapping[str, Any]) -> bytes:
@@ -259,8 +277,27 @@ def entry_from_row(row: Mapping[str, Any]) -> bytes:
     gives other bytes, so callers compare the result's hash with the stored ``event_hash`` (the
     sealer does) or leave that to verification (the exporter).
     """
-    parts = [key + (row[name] if raw else _scalar(row[name])) for key, name, raw in _SPLICE]
-    return ("".join(parts) + "}").encode()
+    values = [row[column] for column in _COLUMNS]
+    details = values[_OBJECT]
+    values[_OBJECT] = None
+    # The scalar texts, checked at once: printable ASCII without '"' or '\\' (what the ledger
+    # writes) is quoted as it is; anything else goes through _scalar's own check, field by field.
+    texts = "".join([value for value in values if type(value) is str])
+    if texts.isascii() and texts.isprintable() and '"' not in texts and "\\" not in texts:
+        parts = [
+            '"' + value + '"'
+            if type(value) is str
+            else "null"
+            if value is None
+            else str(value)
+            if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+            else _scalar(value)
+            for value in values
+        ]
+    else:
+        parts = [_scalar(value) for value in values]
+    parts[_OBJECT] = details
+    return ("".join([key + part for key, part in zip(_KEYS, parts, strict=True)]) + "}").encode()
 
 
 def stored_entry(row: Mapping[str, Any]) -> bytes:

@@ -16,9 +16,16 @@ it, one module per group of steps, each a set of plain functions over a transact
 transaction (an admission on a proposal, an approval, a pool's limit).
 """
 
-from effectledger.ledger.admission import draft_operation, insert_operation, insert_operation_row
+from effectledger.ledger.admission import (
+    TrailHead,
+    draft_checked,
+    draft_operation,
+    insert_operation,
+    insert_operation_row,
+    trail_head,
+)
 from effectledger.ledger.claims import claim_admitted, claim_in
-from effectledger.ledger.reads import replayed_result
+from effectledger.ledger.replays import replayed_result
 from effectledger.ledger.settings import (
     AUDITOR_ROLE,
     DISPATCH_WORKER,
@@ -46,9 +53,11 @@ __all__ = [
     "DueWork",
     "Ledger",
     "LedgerSettings",
+    "TrailHead",
     "append_event",
     "claim_admitted",
     "claim_in",
+    "draft_checked",
     "draft_operation",
     "insert_operation",
     "insert_operation_row",
@@ -56,5 +65,6 @@ __all__ = [
     "lock_trail",
     "new_id",
     "replayed_result",
+    "trail_head",
     "validate_operation_id",
 ]

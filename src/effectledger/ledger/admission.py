@@ -35,13 +35,36 @@ from effectledger.model.operations import (
     Context,
     DestinationRef,
     Operation,
+    OperationState,
     Row,
     validate_identifier,
 )
 from effectledger.model.states import EventType
 from effectledger.store import Transaction
+from effectledger.store.hashes import unpacked
 
-__all__ = ["admit_in", "draft_operation", "insert_operation", "insert_operation_row"]
+__all__ = [
+    "TrailHead",
+    "admit_in",
+    "draft_checked",
+    "draft_operation",
+    "insert_operation",
+    "insert_operation_row",
+    "trail_head",
+]
+
+TrailHead = tuple[int, str]
+"""The last event of a trail: its sequence and its event hash (``(0, GENESIS_HASH)`` before
+the first event)."""
+
+
+def trail_head(row: Row) -> TrailHead:
+    """The trail head a read returned as ``head_sequence`` and ``head_hash`` (stored bytes)."""
+    sequence = row["head_sequence"]
+    if sequence is None:
+        return 0, GENESIS_HASH
+    return int(sequence), unpacked(row["head_hash"])
+
 
 MAX_UNITS = 2**63 - 1  # what both databases store in a BIGINT
 _COMPARED = (
@@ -99,6 +122,36 @@ def draft_operation(
         validate_identifier(pool, "pool")
     if not isinstance(units, int) or isinstance(units, bool) or not 0 <= units <= MAX_UNITS:
         raise InvalidInput(f"units must be an integer from 0 to {MAX_UNITS}", field="units")
+    return draft_checked(
+        context,
+        operation_id=operation_id,
+        revision=revision,
+        command=command,
+        destination=destination,
+        admission_reference=admission_reference,
+        proposal_id=proposal_id,
+        approval_id=approval_id,
+        pool=pool,
+        units=units,
+    )
+
+
+def draft_checked(
+    context: Context,
+    *,
+    operation_id: str,
+    revision: str,
+    command: Command,
+    destination: DestinationRef,
+    admission_reference: str,
+    proposal_id: str | None,
+    approval_id: str | None,
+    pool: str | None,
+    units: int,
+) -> dict[str, Any]:
+    """The row :func:`draft_operation` returns, for values already checked: those it checked,
+    or an admitted proposal's, which were checked when it was proposed and whose digest was
+    recomputed when it was read (its authority's own ids, checked where they were read)."""
     stored_command = {
         "action": command.action,
         "contract_version": command.contract_version,
@@ -140,7 +193,12 @@ def insert_operation(
 
 
 def insert_operation_row(
-    tx: Transaction, ledger: LedgerParts, draft: Mapping[str, Any], *, own_trail: bool = False
+    tx: Transaction,
+    ledger: LedgerParts,
+    draft: Mapping[str, Any],
+    *,
+    own_trail: bool = False,
+    head: TrailHead | None = None,
 ) -> tuple[Row, bool]:
     """Insert a drafted operation and its ``OperationAdmitted`` event inside ``tx``.
 
@@ -150,7 +208,8 @@ def insert_operation_row(
     as it is, not compared (:func:`insert_operation` compares it). With ``own_trail`` (an
     admission on an outside decision) an id whose trail was begun by a proposal belongs to
     that proposal, and :class:`OperationIdTaken` is raised (nothing is kept); the proposal is
-    looked for only when the id already has a trail.
+    looked for only when the id already has a trail. ``head``: the trail's head as the caller
+    read it in this transaction while holding the trail (else it is read here).
     """
     trail = key(draft["tenant_id"], draft["operation_id"])
     # The insert itself is the existence check: it returns the new row, or none if the id is
@@ -161,13 +220,15 @@ def insert_operation_row(
     # into the admission event as well as the row, so that the trail key authenticates it: a
     # row given a new key (to make the destination see a new request) is refused at the claim.
     idempotency_key = f"el-{new_id()}"
-    head = tx.one("event_head", trail)
-    sequence = 1 if head is None else int(head["sequence"]) + 1
+    if head is None:
+        last = tx.one("event_head", trail)
+        head = (0, GENESIS_HASH) if last is None else (int(last["sequence"]), last["event_hash"])
+    sequence = head[0] + 1
     event = write_event(
         tx,
         **trail,
         sequence=sequence,
-        prev_hash=GENESIS_HASH if head is None else head["event_hash"],
+        prev_hash=head[1],
         actor=draft["requester_id"],
         event_type=EventType.OPERATION_ADMITTED,
         now_us=at_us,
@@ -188,6 +249,7 @@ def insert_operation_row(
         {
             **draft,
             **event,
+            "event_hash": event["stored_hash"],
             "idempotency_key": idempotency_key,
             "event_sequence": sequence,
             "now_us": at_us,
@@ -198,14 +260,31 @@ def insert_operation_row(
         if existing is None:  # pragma: no cover - the conflicting row is visible
             raise NotFound("operation vanished during admission")
         return existing, False
-    if own_trail and head is not None and tx.one("proposal_for_operation", trail):
+    if own_trail and head[0] > 0 and tx.one("proposal_for_operation", trail):
         # Raised inside the transaction: the row and its event are rolled back with it.
         raise OperationIdTaken(
             f"operation id {draft['operation_id']} belongs to a proposal; admit that proposal",
             operation_id=draft["operation_id"],
         )
     keep_admitted(tx, draft["tenant_id"], draft["operation_id"])
-    return inserted, True
+    # The row as inserted, from the values it was written with: not read back.
+    row = {
+        **draft,
+        "idempotency_key": idempotency_key,
+        "state": OperationState.READY.value,
+        "version": 1,
+        "active_attempt_id": None,
+        "provider_reference": None,
+        "inconclusive_lookups": 0,
+        "retries_authorized": 0,
+        "review_owner": None,
+        "review_deadline_us": None,
+        "created_us": at_us,
+        "updated_us": at_us,
+        "last_event_hash": event["event_hash"],
+        "event_sequence": sequence,
+    }
+    return row, True
 
 
 def _matching(row: Row, draft: Mapping[str, Any]) -> Operation:

@@ -22,7 +22,7 @@ from effectledger.errors import (
 )
 from effectledger.ledger.integrity import authorized_command, check_dispatchable
 from effectledger.ledger.settings import LedgerParts, micros
-from effectledger.ledger.stored import result_from_row
+from effectledger.ledger.stored import destination_from_row, result_from_row
 from effectledger.ledger.trail import key, new_id, now_us, write_transition
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.canonical import COMMAND_VERSION, digest_bytes
@@ -91,9 +91,7 @@ def claim_row(
             f"operation {operation_id} has no admission reference",
             operation_id=operation_id,
         )
-    destination = DestinationRef(
-        account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-    )
+    destination = destination_from_row(row)
     if bound_to is not None and bound_to != destination:
         raise DestinationMismatch(
             "the destination adapter is not bound to the operation's account and endpoint",

@@ -35,7 +35,6 @@ event with a correct hash) is described in ``docs/evidence.md``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,7 +43,7 @@ from effectledger.events.authentication import TrailKeys
 from effectledger.events.chain import sealed_edit, verify_stored_chain
 from effectledger.ledger.stored import command_from_row, proposal_from_row
 from effectledger.model.authority import Approval, Proposal
-from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes
+from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, loads_stored
 from effectledger.model.operations import Command, OperationState, Row
 from effectledger.model.states import AUDIT_ONLY, EventType, implied_state
 from effectledger.store import Transaction
@@ -126,9 +125,10 @@ def check_dispatchable(
             row, "state_not_in_trail", f"its trail leaves it {state}, not {OperationState.READY}"
         )
     admitted = [event for event in trail if event["event_type"] == EventType.OPERATION_ADMITTED]
-    if not admitted or _details(admitted[-1]).get("fingerprint") != row["fingerprint"]:
+    admission = _details(admitted[-1]) if admitted else {}
+    if not admitted or admission.get("fingerprint") != row["fingerprint"]:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
-    _check_admitted_delivery(row, _details(admitted[-1]))
+    _check_admitted_delivery(row, admission)
     if row["proposal_id"] is None:
         return None
     if proposal is None:
@@ -233,7 +233,7 @@ def _check_tags(row: Row, trail: Sequence[Row], keys: TrailKeys) -> None:
 
 def _details(event: Row) -> dict[str, Any]:
     """The details of a stored event whose chain was verified (its text hashed as stored)."""
-    details = json.loads(event["details_json"])
+    details = loads_stored(event["details_json"])
     return details if isinstance(details, dict) else {}
 
 

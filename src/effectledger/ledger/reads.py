@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from effectledger.errors import NotFound
 from effectledger.events.record import event_from_row
-from effectledger.ledger.stored import attempt_from_row, operation_from_row, result_from_row
+from effectledger.ledger.stored import attempt_from_row, operation_from_row
 from effectledger.ledger.trail import key
 from effectledger.ledger.validation import checked_context
 from effectledger.model.operations import (
@@ -19,7 +19,6 @@ from effectledger.model.operations import (
     DispatchResult,
     Operation,
     OperationState,
-    Row,
     validate_identifier,
     validate_limit,
 )
@@ -31,7 +30,6 @@ __all__ = [
     "get",
     "list_operations",
     "ready_operations",
-    "replayed_result",
     "status",
 ]
 
@@ -59,22 +57,6 @@ def status(store: Store, context: Context, operation_id: str) -> DispatchResult:
         provider_reference=row["provider_reference"],
         attempt_id=row["active_attempt_id"],
     )
-
-
-def replayed_result(row: Row | None, context: Context) -> DispatchResult | None:
-    """The recorded state in a ``proposal_replay`` row when the call replays a finished
-    ``perform`` by the same actor: whichever approval it names, an admitted proposal is not
-    admitted again, and the presented approval is not spent."""
-    if row is None:
-        return None
-    state = row["state"]
-    if (
-        state is None  # nothing admitted yet
-        or state == OperationState.READY  # a StrEnum equals its value: no ``.value`` call
-        or row["requester_id"] != context.actor_id
-    ):
-        return None
-    return result_from_row(row)
 
 
 def list_operations(store: Store, context: Context, *, limit: int = 100) -> list[Operation]:

@@ -6,12 +6,11 @@ records here so that a column is read one way everywhere.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from effectledger.errors import TamperedProposal
 from effectledger.model.authority import Approval, Proposal
-from effectledger.model.canonical import digest_matches
+from effectledger.model.canonical import digest_matches, loads_stored
 from effectledger.model.operations import (
     Attempt,
     Command,
@@ -42,15 +41,24 @@ def optional_time(micros: int | None) -> datetime | None:
 
 
 def destination_from_row(row: Row) -> DestinationRef:
-    """The destination a row is bound to (its ``destination_account`` and ``_endpoint``)."""
-    return DestinationRef(
-        account_id=row["destination_account"], endpoint=row["destination_endpoint"]
-    )
+    """The destination a row is bound to (its ``destination_account`` and ``_endpoint``).
+
+    Not validated again: the ledger checked both when it wrote them, and a claim compares them
+    with what the trail admitted (docs/design.md, invariants 8 and 13).
+    """
+    destination = _new_destination(DestinationRef)
+    _set(destination, "account_id", row["destination_account"])
+    _set(destination, "endpoint", row["destination_endpoint"])
+    return destination
+
+
+_new_destination = object.__new__
+_set = object.__setattr__
 
 
 def command_from_row(row: Row) -> Command:
     """The stored command of an ``operations`` row."""
-    stored = json.loads(row["command_json"])
+    stored = loads_stored(row["command_json"])
     return Command(
         action=stored["action"],
         contract_version=stored["contract_version"],
@@ -151,13 +159,13 @@ def proposal_from_row(row: Row, *, digest: str | None = None) -> Proposal:
         contract_version=row["contract_version"],
         target=row["target"],
         resource_version=row["resource_version"],
-        arguments=json.loads(row["arguments_json"]),
+        arguments=loads_stored(row["arguments_json"]),
         units=int(row["units"]),
         pool=row["pool"],
         destination=destination_from_row(row),
         policy_version=row["policy_version"],
         expires_at=from_micros(int(row["expires_us"])),
-        correlation=json.loads(row["correlation_json"]),
+        correlation=loads_stored(row["correlation_json"]),
         digest=row["digest"] if digest is None else digest,
         created_at=from_micros(int(row["created_us"])),
         stated_reason=_stated_reason(row),

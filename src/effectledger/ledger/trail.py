@@ -15,7 +15,8 @@ from typing import Any
 from effectledger.clock import Clock
 from effectledger.errors import ConcurrentModification, InvalidInput, InvalidTransition
 from effectledger.events.authentication import TrailKeys
-from effectledger.events.chain import GENESIS_HASH, event_body, hash_event
+from effectledger.events.chain import GENESIS_HASH, event_body
+from effectledger.events.record import hash_event_stored
 from effectledger.ledger.settings import LedgerParts
 from effectledger.model.operations import (
     OperationState,
@@ -54,6 +55,10 @@ _ROW_FIELDS = (
     "review_owner",
     "review_deadline_us",
 )
+
+_FIELD_SET = frozenset(_ROW_FIELDS)
+_STATES = {state.value: state for state in OperationState}
+"""Each state by its stored name: a dictionary read where ``OperationState(...)`` is calls."""
 
 
 def new_id() -> str:
@@ -118,7 +123,8 @@ def write_event(
 ) -> dict[str, Any]:
     """The event at ``sequence`` after ``prev_hash``, hashed, tagged under ``keys`` (when the
     ledger holds trail keys), and inserted unless ``insert`` is false (the caller inserts it
-    once the row's guarded update has succeeded)."""
+    once the row's guarded update has succeeded, with ``stored_hash``, the stored bytes of its
+    ``event_hash``, as the hash)."""
     # A plain str, what the fast canonical encoder takes (a member is looked up, not called).
     text = _EVENT_TEXT[event_type] if type(event_type) is EventType else EventType(event_type).value
     body = event_body(
@@ -135,11 +141,13 @@ def write_event(
         observation_id=observation_id,
         prev_hash=prev_hash,
     )
-    # The body is encoded once: the hash and the stored details text both come from it.
-    body["event_hash"], body["details_json"] = hash_event(body)
+    # The body is encoded once: the hash, its stored bytes and the stored details text all
+    # come from it.
+    body["event_hash"], body["details_json"], stored = hash_event_stored(body)
     body["trail_tag"] = None if keys is None else keys.tag(body["event_hash"])
+    body["stored_hash"] = stored
     if insert:
-        tx.run("event_insert", body)
+        tx.run("event_insert", {**body, "event_hash": stored})
     return body
 
 
@@ -172,12 +180,14 @@ def write_transition(
     :class:`ConcurrentModification` is raised and the transaction must roll back.
     """
     fields = {name: row[name] for name in _ROW_FIELDS}
-    if not changes.keys() <= fields.keys():  # pragma: no cover - a programming error
-        raise TypeError(f"unknown operation fields {sorted(changes.keys() - fields.keys())}")
-    current = OperationState(row["state"])
+    if changes.keys() - _FIELD_SET:  # pragma: no cover - a programming error
+        raise TypeError(f"unknown operation fields {sorted(changes.keys() - _FIELD_SET)}")
+    stored_state = row["state"]
+    current = _STATES.get(stored_state) or OperationState(stored_state)
     allowed = transition(event_type, current)  # InvalidTransition unless the table allows it
     fields.update(changes)
-    if fields["state"] != (allowed.to_state or current).value:  # pragma: no cover
+    # A StrEnum equals its value: no conversion either way.
+    if fields["state"] != (allowed.to_state or current):  # pragma: no cover
         raise InvalidTransition(
             f"{event_type} leaves an operation {allowed.to_state or current}, "
             f"not {fields['state']}",
@@ -246,7 +256,7 @@ def _chained(
         "new_version": new_version,
         "sequence": sequence,
         "new_sequence": sequence + 1,
-        "event_hash": event["event_hash"],
+        "event_hash": event["stored_hash"],
         "now_us": said["now_us"],
     }
     return event, params

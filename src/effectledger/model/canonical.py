@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Any, Final
 
 from effectledger.errors import InvalidInput
@@ -54,6 +55,7 @@ __all__ = [
     "digest_version",
     "encode",
     "fingerprint",
+    "loads_stored",
 ]
 
 CURRENT_VERSION: Final = 2
@@ -75,6 +77,10 @@ _ESCAPES = {
     **_SHORT_ESCAPES,
 }
 _TRANSLATION = str.maketrans({chr(code): text for code, text in _ESCAPES.items()})
+
+
+def _no_default(value: Any) -> Any:  # pragma: no cover - _plain lets no such value through
+    raise TypeError(f"{type(value).__name__} is not canonical JSON")
 
 
 def _version(version: int) -> int:
@@ -163,10 +169,18 @@ def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
     # Below, a container's scalar items are checked in place (no call each): one within the
     # depth limit, since a container at the limit with items was refused above.
     if kind is dict:
+        # Version 2 sorts keys by UTF-16 code unit: all-ASCII keys (one check of them all, the
+        # common case) sort alike in both orders; otherwise each key is looked at.
+        wide = False
+        if version == 2:
+            try:
+                wide = not "".join(value).isascii()
+            except TypeError:  # a key that is not a str
+                return False
         for key, item in value.items():
             if type(key) is not str:
                 return False
-            if version == 2 and not key.isascii() and max(key) > "\uffff":
+            if wide and not key.isascii() and max(key) > "\uffff":
                 return False
             of = type(item)
             if of is str or item is None or of is bool:
@@ -195,6 +209,23 @@ def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
 _dumps = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
 ).encode
+_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_chunks = (
+    None
+    if _make_encoder is None
+    else _make_encoder(
+        None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, True
+    )
+)
+"""The C encoder ``_dumps`` runs, called without its Python wrappers (the same text: ``_plain``
+values are exactly what it encodes without a ``default``); ``None`` where ``_json`` is missing."""
+
+
+def _plain_text(value: Any) -> str:
+    """The JSON text the encoder above writes for a ``_plain`` value."""
+    if _chunks is None:  # pragma: no cover - CPython always has _json
+        return _dumps(value)
+    return "".join(_chunks(value, 0))
 
 
 def canonical_bytes(
@@ -202,10 +233,14 @@ def canonical_bytes(
 ) -> bytes:
     """The canonical UTF-8 bytes of ``value``, refusing values larger than ``limit`` bytes."""
     data: bytes | None = None
-    low, high = _INT_RANGE[_version(version)]
+    try:
+        low, high = _INT_RANGE[version]
+    except KeyError:
+        _version(version)  # raises, naming the version
+        raise
     if _plain(value, 0, low, high, version):  # the hot path: encode()'s bytes, several times faster
         try:
-            data = _dumps(value).encode("utf-8")
+            data = _plain_text(value).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: encode() names where it is
             data = None
     if data is None:
@@ -217,6 +252,21 @@ def canonical_bytes(
             limit=limit,
         )
     return data
+
+
+_scan: Any = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def loads_stored(text: str) -> Any:
+    """The value of JSON text the ledger wrote (no whitespace around it): ``json.loads``'s
+    value, from one call of its scanner; any other text goes through ``json.loads`` itself."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)  # raises its own error
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 class _DuplicateKey(ValueError):

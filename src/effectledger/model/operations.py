@@ -13,7 +13,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from effectledger.errors import InvalidInput
@@ -95,8 +95,7 @@ def to_micros(moment: datetime) -> int:
 
 def from_micros(micros: int) -> datetime:
     """The aware UTC datetime for a stored microsecond timestamp."""
-    seconds, rest = divmod(micros, 1_000_000)
-    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=rest)
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 class OperationState(enum.StrEnum):

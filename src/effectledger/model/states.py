@@ -311,8 +311,9 @@ def transition(event_type: str, state: OperationState | None) -> Transition:
     Raises :class:`~effectledger.errors.InvalidTransition` if no row allows it (an unknown event
     type included).
     """
-    if type(event_type) is EventType:  # a member needs no conversion
-        found = _BY_EVENT.get((event_type, state))
+    # A member, or its stored name: a StrEnum hashes and compares as its value.
+    if type(event_type) is EventType or type(event_type) is str:
+        found = _BY_EVENT.get((event_type, state))  # type: ignore[arg-type]
         if found is not None:
             return found
     try:

@@ -149,7 +149,8 @@ class GroupCommitter:
 
     def _reset(self) -> None:
         self._here = threading.local()
-        self._condition = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._condition = threading.Condition(self._lock)
         self._queue: list[Member[Any]] = []
         self._leading = False
         self.batches = 0
@@ -165,6 +166,20 @@ class GroupCommitter:
         rerun_on: tuple[type[Exception], ...],
     ) -> T:
         """Run ``body`` in the next batch (see the module); answer after its commit."""
+        with self._lock:
+            solo = not self._leading and not self._queue
+            if solo:
+                self._leading = True
+        if solo:  # no write in progress nor queued: a batch of one, led at once, nothing queued
+            try:
+                return self._run_solo(body, label, budget_s, rerun_on)
+            finally:
+                with self._lock:
+                    self._leading = False
+                    queued = bool(self._queue)
+                if queued:  # those who queued meanwhile wait for the lead
+                    with self._condition:
+                        self._condition.notify_all()
         member: Member[T] = Member(body, label, budget_s, rerun_on)
         condition = self._condition
         with condition:
@@ -239,6 +254,20 @@ class GroupCommitter:
         except Exception as exc:
             member.error = exc
             member.state = FAILED
+
+    def _run_solo(
+        self,
+        body: Callable[[Any], T],
+        label: str,
+        budget_s: float | None,
+        rerun_on: tuple[type[Exception], ...],
+    ) -> T:
+        here = self._here
+        here.alone = True
+        try:
+            return self._alone(body, label=label, budget_s=budget_s, rerun_on=rerun_on)
+        finally:
+            here.alone = False
 
     def _run_alone(self, member: Member[T]) -> T:
         left = member.left_s()

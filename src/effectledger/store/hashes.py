@@ -79,8 +79,15 @@ def packed_or_text(value: StoredValue) -> StoredValue:
 
 def pack_hash(text: str) -> bytes:
     """The stored bytes of a hash string (see the module docstring for the three forms)."""
-    packed = packed_form(text)
-    return text.encode("utf-8") if packed is None else packed
+    size = len(text)
+    if size == 67 and text[:3] == _V2:  # packed_form, spelled out: every write's hash
+        try:
+            packed = bytes.fromhex(text[3:])
+        except ValueError:
+            return text.encode("utf-8")
+        return _V2_TAG + packed if packed.hex() == text[3:] else text.encode("utf-8")
+    packed_or_none = packed_form(text) if size == 64 else None
+    return text.encode("utf-8") if packed_or_none is None else packed_or_none
 
 
 def unpack_hash(stored: bytes) -> str:
@@ -102,7 +109,11 @@ def unpacked(value: Any) -> Any:
 
 def storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
     """``params`` checked (:func:`refuse_unstorable_text`) with every hash parameter packed."""
-    refuse_unstorable_text(params)
+    # One check of all the text at once (the common case: ASCII without NUL); the check that
+    # names the field runs only when it finds something.
+    joined = "".join([value for value in params.values() if type(value) is str])
+    if "\x00" in joined or not joined.isascii():
+        refuse_unstorable_text(params)
     if HASH_PARAMETERS.isdisjoint(params):
         return params
     return {

@@ -47,6 +47,8 @@ __all__ = ["CACHE_KIB", "MAX_ATTEMPTS", "POOL_SIZE", "SQLiteStore"]
 
 T = TypeVar("T")
 CACHE_KIB = 65536
+_BUSY_STATEMENTS: dict[int, str] = {}
+"""``PRAGMA busy_timeout`` by its value, filled in once each (the same text for every store)."""
 """Each connection's page cache (``PRAGMA cache_size``), in KiB: 64 MiB holds the inner pages
 of every index of a ledger of millions of operations, where SQLite's own default is 2 MiB
 (docs/scaling.md, "A long history"). Memory is taken as pages are read, per open connection
@@ -204,7 +206,12 @@ class SQLiteStore:
                 time.sleep(0.001)
 
     def _set_busy_timeout(self, connection: sqlite3.Connection, milliseconds: int) -> None:
-        connection.execute(fill(self._own["busy_timeout"], milliseconds=int(milliseconds)))
+        statement = _BUSY_STATEMENTS.get(milliseconds)
+        if statement is None:  # a PRAGMA takes no parameter: its text, made once per value
+            statement = fill(self._own["busy_timeout"], milliseconds=int(milliseconds))
+            if len(_BUSY_STATEMENTS) < 4096:
+                _BUSY_STATEMENTS[milliseconds] = statement
+        connection.execute(statement)
 
     def _wait_at_most(self, entry: Pooled, milliseconds: int) -> None:
         """This connection waits for the lock ``milliseconds`` at most from now on.

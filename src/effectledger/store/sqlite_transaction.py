@@ -59,4 +59,6 @@ class Transaction:
         return count
 
     def queue(self, name: str, params: Mapping[str, Any]) -> None:
+        if self._compound.get(name) == ():  # no statement (a lock BEGIN IMMEDIATE holds)
+            return
         self.run(name, params)  # in process: nothing to save by waiting

@@ -297,13 +297,13 @@ class Executor:
         once its ``recover_after`` is due.
         """
         ensure_matches(self.destination, prepared.destination)
-        observation = self._send(prepared)
-        crash_point("after_reply")
-        return explained(self._record(prepared, observation), observation)
+        return self._recorded(prepared, self._send(prepared))
 
     def _send(self, prepared: PreparedAttempt) -> Observation:
         """Submit one committed claim whose destination the caller checked against the adapter
         (:func:`~effectledger.destinations.ensure_matches`); the answer, Unknown if it raised."""
+        if telemetry.quiet():  # no provider is set: no span to open, no counter to add
+            return self._submit(prepared)
         operation_id = prepared.operation_id
         with telemetry.span(
             "submit",
@@ -318,6 +318,11 @@ class Executor:
             span.set(outcome=telemetry.outcome_of(observation))
         telemetry.count("submissions", outcome=telemetry.outcome_of(observation))
         return observation
+
+    def _recorded(self, prepared: PreparedAttempt, observation: Observation) -> DispatchResult:
+        """Record what the destination answered, once its reply is in hand."""
+        crash_point("after_reply")
+        return explained(self._record(prepared, observation), observation)
 
     def _submit(self, prepared: PreparedAttempt) -> Observation:
         """The destination's answer to one submission; Unknown if it raised."""

@@ -373,13 +373,15 @@ def _tool_class() -> Callable[[LedgerTool], BaseTool]:
                 name=action.name, description=action.description or f"Propose {action.name}."
             )
             self.owner = owner
-
-        def _get_declaration(self) -> types.FunctionDeclaration:
-            return types.FunctionDeclaration(
+            # ADK asks for the declaration on every model request: built once, not per turn
+            self._declaration = types.FunctionDeclaration(
                 name=self.name,
                 description=self.description,
-                parameters_json_schema=self.owner.gate.action.json_schema(),
+                parameters_json_schema=action.json_schema(),
             )
+
+        def _get_declaration(self) -> types.FunctionDeclaration:
+            return self._declaration.model_copy(deep=True)
 
         async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
             # the ledger's calls block: one of the adapter's few threads, which outlive ADK's

@@ -42,6 +42,7 @@ __all__ = [
     "ContextOf",
     "Grant",
     "LedgerGate",
+    "granted",
     "host_context",
     "ledger_context_of",
     "refusal",
@@ -121,6 +122,13 @@ class Grant:
         if self.tenant_id is not None:
             data["tenant_id"] = self.tenant_id
         return data
+
+
+def granted(grants: object, call_id: str) -> Grant | None:
+    """The grant a host's ``grants`` (a mapping by tool-call id of :class:`Grant`, a proposal
+    or its mapping) hold for ``call_id``, or None; :class:`InvalidInput` for one malformed."""
+    found = grants.get(call_id) if isinstance(grants, Mapping) else None
+    return Grant.of(found) if isinstance(found, Proposal) else Grant.coerce(found)
 
 
 def ledger_context_of(app_context: object) -> Context | None:
@@ -235,6 +243,17 @@ class LedgerGate:
             operation_id=self.operation_id(context, tool_call_id, scope),
             correlation=Correlation(tool_call_id=tool_call_id[:256], framework=self.framework),
         )
+
+    def recorded(self, context: Context, tool_call_id: str, scope: str = "") -> Proposal | None:
+        """The proposal ``context`` recorded for this tool call in conversation ``scope``, or
+        None when it proposed none: a read, nothing written (another actor of the tenant, or
+        another tenant, finds none of ``context``'s calls)."""
+        try:
+            return self.ledger.proposal_for(
+                context, self.operation_id(context, tool_call_id, scope)
+            )
+        except NotFound:
+            return None
 
     def perform(
         self,

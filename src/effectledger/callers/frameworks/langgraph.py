@@ -36,37 +36,40 @@ A call's proposal is scoped to its conversation: the graph's ``thread_id`` and t
 namespace's node path (without LangGraph's per-task ids). The same tool-call id in two threads
 is two proposals; the same call re-run or resumed in one thread is one, and a grant of another
 thread's call is refused (``digest_mismatch``) instead of answering with that thread's result.
+
+A resume only reads the proposals: the identity resuming finds its own proposals of the paused
+calls, and one that proposed none of them (another actor of the tenant, another tenant) is
+answered with the ledger's refusal for that identity, with nothing proposed or decided for it.
+The request and response format lives in
+:mod:`~effectledger.callers.frameworks.langchain_hitl`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
-from effectledger import (
-    ActionHandle,
-    Context,
-    DenialReason,
-    EffectLedger,
-    EffectOutcome,
-    EffectResult,
-    Proposal,
-)
+from effectledger import ActionHandle, Context, DenialReason, EffectLedger, Proposal
 from effectledger.actions import Action
 from effectledger.callers.frameworks.gate import (
     Grant,
     LedgerGate,
+    granted,
     refusal,
     require_context,
-    result_text,
+)
+from effectledger.callers.frameworks.langchain_hitl import (
+    DECISIONS,
+    LEDGER_KEY,
+    Answer,
+    Decisions,
+    ReviewResponse,
+    messages,
+    review_request,
+    unreviewed,
 )
 from effectledger.errors import (
-    ApprovalRefused,
     EffectLedgerError,
     InvalidInput,
     NotPermitted,
@@ -82,66 +85,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DECISIONS", "LEDGER_KEY", "LedgerMiddleware", "ReviewResponse", "ledger_middleware"]
 
-LEDGER_KEY = "effectledger"
-"""The key of an action request under which the ledger's part of the call rides."""
-DECISIONS = ("approve", "edit", "reject", "respond")
-"""LangChain's human-in-the-loop decision types, all allowed by default."""
 FRAMEWORK = "langgraph"
 
 ContextOf = Callable[[Any], object]
 GrantsOf = Callable[[Any], object]
 ReviewerOf = Callable[[Any], object]
-Answer = tuple[EffectResult | EffectLedgerError, str | None]
-
-# refusals of the reviewer's own decision; any other says where the proposal stands (decided or
-# admitted already: a resume repeating the review), which the ledger's perform then reports
-_REVIEWER_REFUSALS = frozenset({"self_approval", "not_an_approver", "digest_mismatch"})
-
-
-class ApproveDecision(BaseModel):
-    """``approve``: perform the call as proposed, with the grant of this resume."""
-
-    type: Literal["approve"]
-
-
-class EditedAction(BaseModel):
-    """The reviewer's call: the same tool, other arguments."""
-
-    name: str
-    args: dict[str, Any]
-
-
-class EditDecision(BaseModel):
-    """``edit``: perform the reviewer's call instead, as a proposal of its own."""
-
-    type: Literal["edit"]
-    edited_action: EditedAction
-
-
-class RejectDecision(BaseModel):
-    """``reject``: deny the call, the message as the reason the model reads."""
-
-    type: Literal["reject"]
-    message: str | None = None
-
-
-class RespondDecision(BaseModel):
-    """``respond``: deny the call, the reviewer's message as what the model reads."""
-
-    type: Literal["respond"]
-    message: str
-
-
-class ReviewResponse(BaseModel):
-    """LangChain's ``HITLResponse`` as the interrupt's ``response_schema``: LangGraph checks a
-    resume value against it before saving it (a model, so its validator is built once)."""
-
-    decisions: list[
-        Annotated[
-            ApproveDecision | EditDecision | RejectDecision | RespondDecision,
-            Field(discriminator="type"),
-        ]
-    ]
 
 
 def conversation_scope(thread_id: object, checkpoint_ns: object) -> str:
@@ -159,6 +107,17 @@ def conversation_scope(thread_id: object, checkpoint_ns: object) -> str:
 def _node_path(checkpoint_ns: object) -> str:
     """``tools:1f0c...`` -> ``tools``; ``agent:ab|tools:cd`` -> ``agent|tools``."""
     return "|".join(part.split(":", 1)[0] for part in str(checkpoint_ns or "").split("|") if part)
+
+
+def resuming(configurable: Mapping[str, Any]) -> bool:
+    """Whether the node running now resumes its pause: LangGraph holds a resume value for its
+    first ``interrupt()`` (what ``interrupt()`` itself looks up, read without consuming it)."""
+    from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
+
+    scratchpad = configurable.get(CONFIG_KEY_SCRATCHPAD)
+    if scratchpad is None:
+        return False
+    return bool(scratchpad.resume) or scratchpad.get_null_resume(False) is not None
 
 
 def context_attribute(runtime_context: Any) -> object:
@@ -206,6 +165,7 @@ class LedgerMiddleware:
             )
         self.gate = LedgerGate(ledger, action, framework=FRAMEWORK)
         self.allowed_decisions = list(dict.fromkeys(allowed_decisions))
+        self.decisions = Decisions(self.gate, self.allowed_decisions)
         self._context_of = context_of
         self._grants_of = grants_of
         self._reviewer_of = reviewer_of
@@ -239,7 +199,7 @@ class LedgerMiddleware:
             ) -> ToolMessage | Command[Any]:
                 if request.tool_call["name"] != outer.gate.name:
                     return handler(request)
-                return _unreviewed(request.tool_call)
+                return unreviewed(request.tool_call)
 
             async def awrap_tool_call(
                 self,
@@ -248,7 +208,7 @@ class LedgerMiddleware:
             ) -> ToolMessage | Command[Any]:
                 if request.tool_call["name"] != outer.gate.name:
                     return await handler(request)
-                return _unreviewed(request.tool_call)
+                return unreviewed(request.tool_call)
 
         self.middleware: AgentMiddleware = EffectLedgerMiddleware()
 
@@ -300,25 +260,24 @@ class LedgerMiddleware:
         from langgraph.config import get_config
         from langgraph.types import interrupt
 
-        messages = list(state.get("messages") or [])
+        history = list(state.get("messages") or [])
         at = next(
-            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)),
+            (i for i in range(len(history) - 1, -1, -1) if isinstance(history[i], AIMessage)),
             None,
         )
         if at is None:
             return None
         # a call another middleware answered already (a rejection) is not this review's
-        answered = {getattr(m, "tool_call_id", None) for m in messages[at + 1 :]}
+        answered = {getattr(m, "tool_call_id", None) for m in history[at + 1 :]}
         calls = [
             c
-            for c in messages[at].tool_calls
+            for c in history[at].tool_calls
             if c["name"] == self.gate.name and c["id"] not in answered
         ]
         if not calls:
             return None
         host = None if runtime is None else runtime.context
         answers: dict[str, Answer] = {}
-        shown: list[tuple[Any, Proposal]] = []
         try:
             # the identity is checked before the pause and again on every resume
             who = require_context(
@@ -329,26 +288,39 @@ class LedgerMiddleware:
                 configurable.get("thread_id"), configurable.get("checkpoint_ns")
             )
         except EffectLedgerError as exc:
-            return _messages(calls, {str(call["id"]): (exc, None) for call in calls})
+            return messages(calls, {str(call["id"]): (exc, None) for call in calls})
         grants = self._grants_of(host)
+        # The first pass proposes the calls; a resume reads the proposals of who resumes.
+        recorded: dict[str, Proposal | None] = {}
+        if resuming(configurable):
+            recorded = {str(c["id"]): self.gate.recorded(who, str(c["id"]), scope) for c in calls}
+            if not any(recorded.values()):  # who paused none of them: someone else's review
+                return messages(
+                    calls, {str(c["id"]): self._unpaused(who, grants, c) for c in calls}
+                )
+        shown: list[tuple[Any, Proposal]] = []
         for call in calls:
-            named = _named_elsewhere(grants, str(call["id"]), who)
+            call_id = str(call["id"])
+            named = _named_elsewhere(grants, call_id, who)
             if named is not None:  # this resume's grant is addressed to another tenant
-                answers[str(call["id"])] = (
+                answers[call_id] = (
                     self.gate.ledger.perform(who, named.proposal_id, tenant_id=named.tenant_id),
                     None,
                 )
                 continue
+            found = recorded.get(call_id)
+            if found is not None:
+                shown.append((call, found))
+                continue
             try:
-                shown.append(
-                    (call, self.gate.propose(who, str(call["id"]), call["args"], scope=scope))
-                )
+                shown.append((call, self.gate.propose(who, call_id, call["args"], scope=scope)))
             except OperationIdTaken:  # this call was proposed with other arguments
-                answers[str(call["id"])] = (refusal(DenialReason.DIGEST_MISMATCH), None)
+                answers[call_id] = (refusal(DenialReason.DIGEST_MISMATCH), None)
             except EffectLedgerError as exc:
-                answers[str(call["id"])] = (exc, None)
+                answers[call_id] = (exc, None)
         if shown:
-            response = interrupt(self._request(shown), response_schema=ReviewResponse)
+            request = review_request(self.gate.name, shown, self.allowed_decisions)
+            response = interrupt(request, response_schema=ReviewResponse)
             decisions = [d.model_dump(exclude_none=True) for d in response.decisions]
             for index, (call, proposal) in enumerate(shown):
                 if len(decisions) != len(shown):
@@ -362,133 +334,32 @@ class LedgerMiddleware:
                     )
                     continue
                 try:
-                    answers[str(call["id"])] = self._decide(
-                        who, host, call, proposal, decisions[index], scope
+                    answers[str(call["id"])] = self.decisions.decide(
+                        who,
+                        call,
+                        proposal,
+                        decisions[index],
+                        grants=grants,
+                        reviewer=self._reviewer_of(host),
+                        scope=scope,
                     )
                 except EffectLedgerError as exc:
                     answers[str(call["id"])] = (exc, None)
-        return _messages(calls, answers)
+        return messages(calls, answers)
 
-    def _request(self, shown: Sequence[tuple[Any, Proposal]]) -> dict[str, Any]:
-        """LangChain's ``HITLRequest`` for the proposed calls, the ledger's part with each."""
-        requests, configs = [], []
-        for call, proposal in shown:
-            arguments = dict(proposal.arguments)
-            requests.append(
-                {
-                    "name": self.gate.name,
-                    "args": arguments,
-                    "description": (
-                        f"Approve {self.gate.name} as proposed?\n\n"
-                        f"Args: {json.dumps(arguments, sort_keys=True)}\n"
-                        f"Ledger proposal {proposal.proposal_id}, digest {proposal.digest}"
-                    ),
-                    LEDGER_KEY: {
-                        "tool_call_id": str(call["id"]),
-                        "proposal_id": proposal.proposal_id,
-                        "digest": proposal.digest,
-                    },
-                }
-            )
-            configs.append(
-                {"action_name": self.gate.name, "allowed_decisions": list(self.allowed_decisions)}
-            )
-        return {"action_requests": requests, "review_configs": configs}
-
-    def _decide(
-        self,
-        who: Context,
-        host: Any,
-        call: Mapping[str, Any],
-        proposal: Proposal,
-        decision: Mapping[str, Any],
-        scope: str,
-    ) -> Answer:
-        kind = decision.get("type")
-        if kind not in self.allowed_decisions:
-            raise InvalidInput(
-                f"decision {kind!r} is not allowed for {self.gate.name}: one of "
-                f"{', '.join(self.allowed_decisions)}",
-                field="decisions",
-            )
-        call_id = str(call["id"])
-        if kind == "approve":
-            grant = _grant_for(self._grants_of(host), call_id)
-            return self.gate.perform(
-                who, grant, tool_name=call["name"], arguments=call["args"], call=(call_id, scope)
-            ), None
-        reviewer = require_context(
-            self._reviewer_of(host), f"a reviewer's {kind} decision (the host's reviewer Context)"
-        )
-        if kind == "edit":
-            return self._edit(who, reviewer, call_id, proposal, decision, scope)
-        message = decision.get("message")
-        reason = (
-            message if isinstance(message, str) and message.strip() else "denied by the reviewer"
-        )
-        self._decided(reviewer, proposal, approve=False, reason=reason)
-        return self.gate.ledger.perform(who, proposal), None
-
-    def _edit(
-        self,
-        who: Context,
-        reviewer: Context,
-        call_id: str,
-        proposal: Proposal,
-        decision: Mapping[str, Any],
-        scope: str,
-    ) -> Answer:
-        edited = decision.get("edited_action")
-        name = edited.get("name") if isinstance(edited, Mapping) else None
-        arguments = edited.get("args") if isinstance(edited, Mapping) else None
-        if name != self.gate.name:
-            raise InvalidInput(
-                f"an edit keeps the tool: {self.gate.name}", field="edited_action.name"
-            )
-        if not isinstance(arguments, Mapping):
-            raise InvalidInput("an edit names the arguments", field="edited_action.args")
-        normalized = self.gate.action.validate(arguments).model_dump(mode="json")
-        # deny the call as proposed first: were it admitted already, that is what happened
-        standing = self._decided(reviewer, proposal, approve=False, reason="edited by the reviewer")
-        if standing == "already_admitted":
-            return self.gate.ledger.perform(who, proposal), None
-        material = json.dumps([scope, normalized], sort_keys=True, separators=(",", ":"))
-        edit_scope = f"edit:{hashlib.sha256(material.encode()).hexdigest()[:40]}"
-        replacement = self.gate.propose(who, call_id, normalized, scope=edit_scope)
-        self._decided(reviewer, replacement, approve=True, reason=None)
-        result = self.gate.perform(
-            who,
-            Grant.of(replacement),
-            tool_name=self.gate.name,
-            arguments=normalized,
-            call=(call_id, edit_scope),
-        )
-        note = (
-            f"A reviewer replaced this call before it ran: {self.gate.name} ran with arguments "
-            f"{json.dumps(normalized, sort_keys=True)} (proposal {replacement.proposal_id}). "
-            "Do not re-issue your original call."
-        )
-        return result, note
-
-    def _decided(
-        self, reviewer: Context, proposal: Proposal, *, approve: bool, reason: str | None
-    ) -> str | None:
-        """The reviewer's decision on the proposal as shown; when the proposal's standing
-        refuses it (decided or admitted already, expired, its target changed), that reason,
-        for the ledger's perform to report. The reviewer's own refusals are raised."""
+    def _unpaused(self, who: Context, grants: object, call: Mapping[str, Any]) -> Answer:
+        """The answer to a call resumed by an identity that did not pause it: with this
+        resume's grant, the ledger's refusal for that identity (``actor_mismatch``,
+        ``not_found``); without one, ``not_found``. Nothing is proposed or decided for it."""
         try:
-            self.gate.ledger.decide(
-                reviewer,
-                proposal.proposal_id,
-                digest=proposal.digest,
-                approve=approve,
-                reason=reason,
-            )
-        except ApprovalRefused as exc:
-            if exc.reason in _REVIEWER_REFUSALS:
-                raise
-            return exc.reason
-        return None
+            grant = granted(grants, str(call["id"]))
+            if grant is None:
+                return refusal(DenialReason.NOT_FOUND), None
+            return self.gate.perform(
+                who, grant, tool_name=call["name"], arguments=call["args"]
+            ), None
+        except EffectLedgerError as exc:
+            return exc, None
 
 
 def ledger_middleware(
@@ -518,58 +389,16 @@ def ledger_middleware(
     )
 
 
-def _grant_for(grants: object, call_id: str) -> Any:
-    """The grant this resume's ``grants`` hold for ``call_id`` (a proposal as its grant)."""
-    grant = grants.get(call_id) if isinstance(grants, Mapping) else None
-    return Grant.of(grant) if isinstance(grant, Proposal) else grant
-
-
 def _named_elsewhere(grants: object, call_id: str, who: Context) -> Grant | None:
     """The grant of ``call_id`` in this resume's ``grants`` when it names a tenant other than
     ``who``'s: stopped at the tenant step before anything is proposed or read."""
     try:
-        found = Grant.coerce(_grant_for(grants, call_id))
+        found = granted(grants, call_id)
     except EffectLedgerError:
         return None
     if found is None or found.tenant_id is None or found.tenant_id == who.tenant_id:
         return None
     return found
-
-
-def _messages(calls: Sequence[Any], answers: Mapping[str, Answer]) -> dict[str, Any]:
-    """The state update answering each call, in the order the model made them."""
-    return {"messages": [_answer(call, *answers[str(call["id"])]) for call in calls]}
-
-
-def _answer(
-    call: Mapping[str, Any], outcome: EffectResult | EffectLedgerError, note: str | None
-) -> ToolMessage:
-    from langchain_core.messages import ToolMessage
-
-    if isinstance(outcome, EffectLedgerError):
-        text = json.dumps({"error": outcome.to_dict()}, separators=(",", ":"))
-        return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error")
-    if note is not None:
-        outcome = dataclasses.replace(outcome, note=note)
-    done = outcome.outcome in (EffectOutcome.PERFORMED, EffectOutcome.REPLAYED)
-    return ToolMessage(
-        content=result_text(outcome),
-        tool_call_id=call["id"],
-        name=call["name"],
-        status="success" if done else "error",
-    )
-
-
-def _unreviewed(call: Mapping[str, Any]) -> ToolMessage:
-    """A ledger call that reached the tools node without its review: refused, nothing run."""
-    return _answer(
-        call,
-        NotPermitted(
-            "a ledger tool call runs only through its review; the agent's effectledger "
-            "middleware answers it after the model's turn"
-        ),
-        None,
-    )
 
 
 def _unreachable(**arguments: Any) -> str:

@@ -183,20 +183,28 @@ class LedgerTool:
         grants: Mapping[str, Grant | Proposal],
         *,
         scope: str,
+        rejected: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Resume the saved run of conversation ``scope`` with the host's ``context`` on this
         resume (the application's run context, or a Context) and ``grants``: never with the
-        saved context. A ``context`` without the host's identity is refused before the saved
-        state is read."""
+        saved context. The interruptions of this tool are approved in the SDK, except those
+        ``rejected`` names by call id: the SDK rejects them with that message, which the model
+        reads, and nothing of theirs is performed. A ``context`` without the host's identity
+        is refused before the saved state is read."""
         from agents import RunContextWrapper, Runner, RunState
 
         host_context(context, self.context_of, "an OpenAI Agents resume")
         scope = require_scope(scope, "an OpenAI Agents resume")
+        rejected = rejected or {}
         state = await RunState.from_string(
             agent, saved, context_override=RunContextWrapper(context=context)
         )
         for item in state.get_interruptions():
-            if item.tool_name == self.gate.name:
+            if item.tool_name != self.gate.name:
+                continue
+            if item.call_id in rejected:
+                state.reject(item, rejection_message=rejected[str(item.call_id)])
+            else:
                 state.approve(item)
         with self.granted(grants, scope=scope):
             return await Runner.run(agent, state)

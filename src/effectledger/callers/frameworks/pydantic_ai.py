@@ -98,15 +98,20 @@ def ledger_tool(
 
 def approved(
     requests: DeferredToolRequests | Mapping[str, Grant | Proposal],
+    *,
+    rejected: Mapping[str, str] | None = None,
 ) -> DeferredToolResults:
     """The ``DeferredToolResults`` that resume the paused calls with their grants.
 
     Give the run's ``DeferredToolRequests`` (its metadata holds the grants the tool attached),
-    or the host's own ``{call_id: grant}``.
+    or the host's own ``{call_id: grant}``. The calls ``rejected`` names by call id are denied
+    in Pydantic AI instead (``ToolDenied`` with that message, which the model reads): their tool
+    never runs and nothing of theirs is performed.
     """
     require_extra("pydantic-ai", "The Pydantic AI adapter")
-    from pydantic_ai import DeferredToolRequests, DeferredToolResults
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
+    rejected = rejected or {}
     if isinstance(requests, DeferredToolRequests):
         grants = {
             call.tool_call_id: requests.metadata.get(call.tool_call_id, {})
@@ -117,6 +122,9 @@ def approved(
             call_id: (Grant.of(grant) if isinstance(grant, Proposal) else grant).to_dict()
             for call_id, grant in requests.items()
         }
-    return DeferredToolResults(
-        approvals=dict.fromkeys(grants, True), metadata={k: dict(v) for k, v in grants.items()}
-    )
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {
+        call_id: ToolDenied(rejected[call_id]) if call_id in rejected else True
+        for call_id in [*grants, *(call_id for call_id in rejected if call_id not in grants)]
+    }
+    metadata = {k: dict(v) for k, v in grants.items() if k not in rejected}
+    return DeferredToolResults(approvals=approvals, metadata=metadata)

@@ -369,13 +369,16 @@ class FunctionTools:
                 self._ids[key] = known
         return known
 
-    def answer(self, context: Context, tool_call: Any) -> dict[str, Any]:
+    def answer(
+        self, context: Context, tool_call: Any, *, tenant_id: str | None = None
+    ) -> dict[str, Any]:
         """Answer a provider's tool call object (or its dict) in the same provider's format.
 
         Accepts a Chat Completions tool call (``id``, ``function.name``, ``function.arguments``),
         a Responses ``function_call`` item (``call_id``, ``name``, ``arguments``) or an Anthropic
         ``tool_use`` block (``id``, ``name``, ``input``); returns the tool message, the
-        ``function_call_output`` item or the ``tool_result`` block to send back.
+        ``function_call_output`` item or the ``tool_result`` block to send back. ``tenant_id``
+        is the tenant the host addresses the call to, as for :meth:`call`.
         """
         spoken = format_of(tool_call)
         parts = spoken.parse(tool_call)
@@ -384,5 +387,6 @@ class FunctionTools:
             parts.name,
             parts.arguments,
             correlation=Correlation(tool_call_id=parts.call_id[:256], framework=spoken.name),
+            tenant_id=tenant_id,
         )
         return spoken.answer(result.text, parts.call_id, result.is_error)

@@ -16,7 +16,7 @@ from typing import Any
 from effectledger.app import EffectLedger
 from effectledger.callers.tools.definitions import ToolDefinition
 from effectledger.callers.tools.function_tools import ToolResult, parse_arguments
-from effectledger.errors import EffectLedgerError, InvalidInput, NotFound
+from effectledger.errors import AdmissionDenied, EffectLedgerError, InvalidInput, NotFound
 from effectledger.model import Context
 from effectledger.model.authority import Correlation
 
@@ -73,9 +73,19 @@ class ReviewTools:
         arguments: str | bytes | Mapping[str, Any] | None,
         *,
         correlation: Correlation | None = None,
+        tenant_id: str | None = None,
     ) -> ToolResult:
-        """Answer one call for the authenticated reviewer; refusals come back as errors."""
+        """Answer one call for the authenticated reviewer; refusals come back as errors.
+
+        ``tenant_id``, when the host names the tenant the call is addressed to, is compared
+        first with ``context``'s: another one is refused (``admission_denied`` with the reason
+        ``tenant_mismatch``) before anything is read, as the agent's tools do.
+        """
         try:
+            if tenant_id is not None and tenant_id != context.tenant_id:
+                raise AdmissionDenied(
+                    "the call names another tenant than the caller's", reason="tenant_mismatch"
+                )
             if name != PENDING_TOOL:
                 raise NotFound(f"no tool {str(name)[:64]!r}", tool=str(name)[:64])
             page = self.ledger.pending(context, **_arguments(arguments))

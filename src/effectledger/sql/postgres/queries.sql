@@ -15,9 +15,9 @@ SELECT pg_advisory_xact_lock(hashtextextended(%(tenant_id)s || '|' || %(scope)s,
 SELECT max(version) AS version FROM schema_migrations;
 
 -- name: operation_insert
--- An admission's operation and its OperationAdmitted event in one statement: the inserted row,
--- or no row if the operation id is taken (then read the one that is), and then the event is not
--- appended either.
+-- An admission's operation and its OperationAdmitted event in one statement: a row if it inserted
+-- the operation (whose values the caller knows: nothing is read back), or no row if the operation
+-- id is taken (then read the one that is), and then the event is not appended either.
 WITH inserted AS (
     INSERT INTO operations (
         tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
@@ -31,7 +31,7 @@ WITH inserted AS (
         %(approval_id)s, %(pool)s, %(units)s
     )
     ON CONFLICT (tenant_id, operation_id) DO NOTHING
-    RETURNING *
+    RETURNING 1 AS inserted
 ), logged AS (
     INSERT INTO audit_events (
         event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
@@ -41,7 +41,7 @@ WITH inserted AS (
            %(recorded_us)s, %(evidence_reference)s, %(details_json)s, %(observation_id)s, %(prev_hash)s, %(event_hash)s, %(trail_tag)s
     FROM inserted
 )
-SELECT * FROM inserted;
+SELECT inserted FROM inserted;
 
 -- name: operation_get
 SELECT * FROM operations WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
@@ -358,17 +358,25 @@ SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND proposal_id = %(prop
 SELECT * FROM proposals WHERE tenant_id = %(tenant_id)s AND operation_id = %(operation_id)s;
 
 -- name: proposal_replay
--- A perform's first read: the proposal and the operation admitted for it, if any. A repeated
--- perform ends here; a first one admits the proposal read here. The digest comes as its stored
--- bytes (``stored_digest``, not a hash column's name): a replay
--- never reads it, and an admission turns it into its string once.
+-- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
+-- the operation's trail (``head``: the type of the event at its ``event_sequence`` if that
+-- event's hash is the row's ``last_event_hash``, with ``+reference`` after it if its details
+-- name the row's provider reference as the canonical text of one that needs no escape). A
+-- repeated perform ends here, its recorded result checked against that head; a first one admits
+-- the proposal read here. The digest comes as its stored bytes (``stored_digest``, not a hash
+-- column's name): a replay never reads it, and an admission turns it into its string once.
 SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.contract_version,
        p.target, p.resource_version, p.arguments_json, p.units, p.pool, p.destination_account,
        p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,
        p.digest AS stored_digest,
-       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id
+       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id,
+       CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
+           WHEN position(('"provider_reference":"' || o.provider_reference || '"') IN h.details_json) > 0
+           THEN '+reference' ELSE '' END END AS head
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+LEFT JOIN audit_events AS h
+  ON h.tenant_id = o.tenant_id AND h.operation_id = o.operation_id AND h.sequence = o.event_sequence
 WHERE p.tenant_id = %(tenant_id)s AND p.proposal_id = %(proposal_id)s;
 
 -- name: proposal_decision
@@ -521,10 +529,20 @@ INSERT INTO approvals (
 );
 
 -- name: admission_approval
--- What an admission needs to know about its authority, in one read: the first denial of the
--- proposal (if any), the presented approval's row (all NULL if there is none or no id was
--- given) and whether that approval was already consumed.
-SELECT (
+-- What an admission needs to know, in one read once its trail is held: whether the operation
+-- was admitted already (``admitted``, and for which proposal), the first denial of the proposal
+-- (if any), the presented approval's row (all NULL if there is none or no id was given), whether
+-- that approval was already consumed, and the head of the operation's trail (``head_sequence``
+-- and ``head_hash``, the stored bytes of its event hash; NULL before its first event).
+SELECT EXISTS (
+           SELECT 1 FROM operations AS o
+           WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s
+       ) AS admitted,
+       (
+           SELECT o.proposal_id FROM operations AS o
+           WHERE o.tenant_id = %(tenant_id)s AND o.operation_id = %(operation_id)s
+       ) AS admitted_proposal_id,
+       (
            SELECT d.approver_id FROM approvals AS d
            WHERE d.tenant_id = %(tenant_id)s AND d.proposal_id = %(proposal_id)s
              AND d.decision = 'denied'
@@ -534,7 +552,17 @@ SELECT (
        EXISTS (
            SELECT 1 FROM approval_consumptions AS c
            WHERE c.tenant_id = %(tenant_id)s AND c.approval_id = %(approval_id)s
-       ) AS consumed
+       ) AS consumed,
+       (
+           SELECT h.sequence FROM audit_events AS h
+           WHERE h.tenant_id = %(tenant_id)s AND h.operation_id = %(operation_id)s
+           ORDER BY h.sequence DESC LIMIT 1
+       ) AS head_sequence,
+       (
+           SELECT h.event_hash FROM audit_events AS h
+           WHERE h.tenant_id = %(tenant_id)s AND h.operation_id = %(operation_id)s
+           ORDER BY h.sequence DESC LIMIT 1
+       ) AS head_hash
 FROM (SELECT 1 AS one) AS request
 LEFT JOIN approvals AS a ON a.tenant_id = %(tenant_id)s AND a.approval_id = %(approval_id)s;
 

@@ -13,8 +13,9 @@ SELECT max(version) AS version FROM schema_migrations;
 
 -- name: operation_insert
 -- An admission's operation and its OperationAdmitted event. Two statements run in order in the
--- caller's transaction; the answer is the first one's: the inserted row, or no row if the
--- operation id is taken (then read the one that is), and then the event is not appended either.
+-- caller's transaction; the answer is the first one's: a row if it inserted the operation (whose
+-- values the caller knows: nothing is read back), or no row if the operation id is taken (then
+-- read the one that is), and then the event is not appended either.
 INSERT INTO operations (
     tenant_id, operation_id, requester_id, revision, action, contract_version, command_json,
     fingerprint, admission_reference, destination_account, destination_endpoint, idempotency_key,
@@ -27,7 +28,7 @@ INSERT INTO operations (
     :approval_id, :pool, :units
 )
 ON CONFLICT (tenant_id, operation_id) DO NOTHING
-RETURNING *;
+RETURNING 1 AS inserted;
 INSERT INTO audit_events (
     event_id, tenant_id, operation_id, attempt_id, sequence, actor, event_type, recorded_us,
     evidence_reference, details_json, observation_id, prev_hash, event_hash, trail_tag
@@ -328,17 +329,33 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND proposal_id = :proposal
 SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operation_id;
 
 -- name: proposal_replay
--- A perform's first read: the proposal and the operation admitted for it, if any. A repeated
--- perform ends here; a first one admits the proposal read here. The digest comes as its stored
--- bytes (``stored_digest``, not a hash column's name, and no DIGEST type: a CAST): a replay
--- never reads it, and an admission turns it into its string once.
-SELECT p.tenant_id, p.proposal_id, p.operation_id, p.proposer_id, p.action, p.contract_version,
-       p.target, p.resource_version, p.arguments_json, p.units, p.pool, p.destination_account,
-       p.destination_endpoint, p.policy_version, p.expires_us, p.correlation_json, p.created_us,
-       CAST(p.digest AS BLOB) AS stored_digest,
-       o.requester_id, o.state, o.provider_reference, o.active_attempt_id, o.approval_id
+-- A perform's first read: the proposal, the operation admitted for it, if any, and the head of
+-- the operation's trail (``head``: the type of the event at its ``event_sequence`` if that
+-- event's hash is the row's ``last_event_hash``, with ``+reference`` after it if its details
+-- name the row's provider reference as the canonical text of one that needs no escape). A
+-- repeated perform ends here, its recorded result checked against that head; a first one admits
+-- the proposal read here. The digest comes as its stored bytes (``stored_digest``, not a hash
+-- column's name, and no DIGEST type: a CAST): a replay never reads it, and an admission turns
+-- it into its string once. Every other column is read as ``+column`` (SQLite's no-op unary
+-- plus): an expression has no declared type, so the driver looks up no converter for it.
+SELECT +p.tenant_id AS tenant_id, +p.proposal_id AS proposal_id, +p.operation_id AS operation_id,
+       +p.proposer_id AS proposer_id, +p.action AS action, +p.contract_version AS contract_version,
+       +p.target AS target, +p.resource_version AS resource_version,
+       +p.arguments_json AS arguments_json, +p.units AS units, +p.pool AS pool,
+       +p.destination_account AS destination_account,
+       +p.destination_endpoint AS destination_endpoint, +p.policy_version AS policy_version,
+       +p.expires_us AS expires_us, +p.correlation_json AS correlation_json,
+       +p.created_us AS created_us, CAST(p.digest AS BLOB) AS stored_digest,
+       +o.requester_id AS requester_id, +o.state AS state,
+       +o.provider_reference AS provider_reference, +o.active_attempt_id AS active_attempt_id,
+       +o.approval_id AS approval_id,
+       CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
+           WHEN instr(h.details_json, '"provider_reference":"' || o.provider_reference || '"') > 0
+           THEN '+reference' ELSE '' END END AS head
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
+LEFT JOIN audit_events AS h
+  ON h.tenant_id = o.tenant_id AND h.operation_id = o.operation_id AND h.sequence = o.event_sequence
 WHERE p.tenant_id = :tenant_id AND p.proposal_id = :proposal_id;
 
 -- name: proposal_decision
@@ -492,10 +509,20 @@ INSERT INTO approvals (
 );
 
 -- name: admission_approval
--- What an admission needs to know about its authority, in one read: the first denial of the
--- proposal (if any), the presented approval's row (all NULL if there is none or no id was
--- given) and whether that approval was already consumed.
-SELECT (
+-- What an admission needs to know, in one read once its trail is held: whether the operation
+-- was admitted already (``admitted``, and for which proposal), the first denial of the proposal
+-- (if any), the presented approval's row (all NULL if there is none or no id was given), whether
+-- that approval was already consumed, and the head of the operation's trail (``head_sequence``
+-- and ``head_hash``, the stored bytes of its event hash; NULL before its first event).
+SELECT EXISTS (
+           SELECT 1 FROM operations AS o
+           WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id
+       ) AS admitted,
+       (
+           SELECT o.proposal_id FROM operations AS o
+           WHERE o.tenant_id = :tenant_id AND o.operation_id = :operation_id
+       ) AS admitted_proposal_id,
+       (
            SELECT d.approver_id FROM approvals AS d
            WHERE d.tenant_id = :tenant_id AND d.proposal_id = :proposal_id
              AND d.decision = 'denied'
@@ -505,7 +532,17 @@ SELECT (
        EXISTS (
            SELECT 1 FROM approval_consumptions AS c
            WHERE c.tenant_id = :tenant_id AND c.approval_id = :approval_id
-       ) AS consumed
+       ) AS consumed,
+       (
+           SELECT h.sequence FROM audit_events AS h
+           WHERE h.tenant_id = :tenant_id AND h.operation_id = :operation_id
+           ORDER BY h.sequence DESC LIMIT 1
+       ) AS head_sequence,
+       (
+           SELECT h.event_hash FROM audit_events AS h
+           WHERE h.tenant_id = :tenant_id AND h.operation_id = :operation_id
+           ORDER BY h.sequence DESC LIMIT 1
+       ) AS head_hash
 FROM (SELECT 1 AS one) AS request
 LEFT JOIN approvals AS a ON a.tenant_id = :tenant_id AND a.approval_id = :approval_id;
 
