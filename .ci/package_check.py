@@ -5,19 +5,24 @@ Run from the repository root with a Python that has ``build``::
 
     .venv/bin/python .ci/package_check.py
 
-It checks that the wheel carries what the editable install finds in the checkout (the SQL
-files, the desk's templates and static assets), that ``effectledger demo`` runs from it, and
-that ``effectledger serve`` started from it answers ``/healthz`` and serves the desk's login
-page with its stylesheet. Exit 0 when all hold; otherwise it names the first that did not.
+``python -m build`` builds the sdist and then the wheel from that sdist, as pip does from an
+sdist. It checks that the sdist and the wheel carry what the editable install finds in the
+checkout (the SQL files, the desk's templates and static assets), that ``effectledger demo``
+runs from the installed wheel, and that ``effectledger serve --port 0`` started from it answers
+``/healthz`` and serves the desk's login page with its stylesheet. Exit 0 when all hold;
+otherwise it names the first that did not.
 """
 
 from __future__ import annotations
 
+import queue
+import re
 import shutil
-import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -90,10 +95,29 @@ def expected_files() -> list[str]:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def served_address(server: subprocess.Popen[str], timeout: float = 120) -> str:
+    """The base URL ``serve --port 0`` prints once it is bound (read on a thread, so a server
+    that never says it is bound fails the check instead of hanging it)."""
+    found: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert server.stdout is not None
+        for line in server.stdout:
+            print(f"  serve: {line.rstrip()}", flush=True)
+            match = re.search(r"the HTTP API: (http://[^/\s]+)/v1/", line)
+            if match:
+                found.put(match.group(1))
+        found.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        base = found.get(timeout=timeout)
+    except queue.Empty:
+        base = ""
+    if not base:
+        server.kill()
+        fail("serve printed no address it listens on")
+    return base
 
 
 def fetch(url: str) -> tuple[int, str]:
@@ -117,7 +141,17 @@ def main() -> int:
         if missing:
             fail(f"the wheel lacks {len(missing)} data file(s), e.g. {missing[:5]}")
         step(f"{wheel.name} carries every data file of the package ({len(expected_files())})")
-        step(f"{sdist.name} built")
+        with tarfile.open(sdist) as archive:
+            packed = set(archive.getnames())
+        top = sdist.name.removesuffix(".tar.gz")
+        in_sdist = {name.removeprefix(f"{top}/src/") for name in packed}
+        missing = [name for name in expected_files() if name not in in_sdist]
+        for name in ("pyproject.toml", "README.md"):
+            if f"{top}/{name}" not in packed:
+                missing.append(name)
+        if missing:
+            fail(f"the sdist lacks {len(missing)} file(s), e.g. {missing[:5]}")
+        step(f"{sdist.name} carries them too, and the wheel was built from it")
 
         venv = scratch / "venv"
         run(sys.executable, "-m", "venv", venv, cwd=scratch)
@@ -138,8 +172,7 @@ def main() -> int:
 
         (work / "app_check.py").write_text(APP, "utf-8")
         run(tool, "migrate", "--db", "sqlite:///served.db", cwd=work)
-        port = free_port()
-        step(f"effectledger serve on 127.0.0.1:{port}, from the wheel")
+        step("effectledger serve --port 0, from the wheel")
         server = subprocess.Popen(
             [
                 str(tool),
@@ -149,7 +182,7 @@ def main() -> int:
                 "--app",
                 "app_check:build",
                 "--port",
-                str(port),
+                "0",
             ],
             cwd=work,
             stdout=subprocess.PIPE,
@@ -158,7 +191,7 @@ def main() -> int:
             env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(work)},
         )
         try:
-            base = f"http://127.0.0.1:{port}"
+            base = served_address(server)
             deadline = time.monotonic() + 60
             status = 0
             while time.monotonic() < deadline and server.poll() is None:
@@ -172,8 +205,7 @@ def main() -> int:
                 time.sleep(0.2)
             if status != 200:
                 server.kill()
-                output = server.communicate(timeout=10)[0]
-                fail(f"serve did not answer /healthz (last status {status}):\n{output}")
+                fail(f"serve did not answer /healthz at {base} (last status {status})")
             status, page = fetch(f"{base}/desk/login")
             if status != 200 or "<form" not in page:
                 fail(f"the desk's login page answered {status}:\n{page[:500]}")

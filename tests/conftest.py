@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -140,6 +141,21 @@ def _collect_after_each_module() -> Iterator[None]:
     never later at random, in pytest's own temporary-directory cleanup."""
     yield
     gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _library_logger_as_it_was() -> Iterator[None]:
+    """Give the ``effectledger`` logger back as it was when a test ends.
+
+    A command run in-process (``worker``, ``serve``) shows the library's log lines on the
+    standard error it found, which is pytest's capture of that one test: a handler left on it
+    would write, in a later test, to a capture already closed."""
+    logger = logging.getLogger("effectledger")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 @pytest.fixture(scope="session", autouse=True)

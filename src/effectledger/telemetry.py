@@ -45,6 +45,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 __all__ = [
+    "COUNTERS",
     "GAUGES",
     "SCOPE",
     "Gauges",
@@ -313,9 +314,26 @@ def outcome_of(answer: object) -> str:
     return value if isinstance(value, str) else "unrecognized"
 
 
+COUNTERS: dict[str, tuple[str, str]] = {
+    "performs": ("{call}", "Perform calls, by outcome."),
+    "denials": ("{call}", "Perform calls denied, by reason."),
+    "submissions": ("{submission}", "Sends to a destination, by outcome."),
+    "lookups": ("{lookup}", "Lookups at a destination, by outcome."),
+    "escalations": ("{operation}", "Operations escalated to manual review."),
+    "sealed_events": ("{event}", "Audit events sealed into the signed log."),
+}
+"""The counters, ``effectledger.<name>``: unit and description. Units follow the OpenTelemetry
+semantic conventions (UCUM; a count of things is an annotation in braces, its name plural)."""
+
+
 @functools.cache
 def _counter(name: str) -> Any:
-    return _api().metrics.get_meter(SCOPE).create_counter(f"{SCOPE}.{name}")
+    unit, description = COUNTERS[name]
+    return (
+        _api()
+        .metrics.get_meter(SCOPE)
+        .create_counter(f"{SCOPE}.{name}", unit=unit, description=description)
+    )
 
 
 def count(name: str, amount: int = 1, **attributes: Attribute) -> None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from effectledger import Context, SimulatedReceiver
+from effectledger.cli import main as cli_main
 from effectledger.ledger import Ledger
 from effectledger.sql import migrations
 from tests.conftest import admit, run_sql
+from tests.contract.test_bad_input import SECRET, with_password
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -91,3 +95,50 @@ def test_status_of_a_tenant_with_nothing_says_so(store_url: str) -> None:
     shown = _cli("status", "--db", store_url, "--tenant", "nobody")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == "tenant nobody has no operations in this ledger"
+
+
+@pytest.mark.postgres
+def test_a_store_password_is_masked_in_every_output(
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A store URL with a password (trust authentication accepts any) never shows it: not in
+    migrate's, status's (text, JSON, summary), keys' or the worker's output and log lines, not
+    in config show, not in the errors of a missing schema or an unreachable server; where the
+    URL is shown, its password reads ``***``."""
+    url = with_password(postgres_url)
+    missing = with_password(postgres_url.replace("schema=", "schema=nothing_here_"))
+    unreachable = with_password(postgres_url, port=1) + "&connect_timeout=2"
+    monkeypatch.setenv("EFFECTLEDGER_TEST_RECEIVER", str(tmp_path / "receiver.db"))
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)
+    runs = [
+        (["migrate", "--db", url], 0),
+        (["status", "--db", url, "--tenant", "acme"], 0),
+        (["status", "--db", url, "--tenant", "acme", "--json"], 0),
+        (["status", "--db", url, "--tenant", "acme", "--summary", "--json"], 0),
+        (["keys", "create", "--db", url, "--tenant", "acme", "--actor", "r"], 0),
+        (["worker", "--db", url, "--app", "tests.worker.apps:refunds", "--once"], 0),
+        (["worker", "--db", url, "--app", "tests.worker.apps:refunds", "--once",
+          "--log-format", "json"], 0),
+        (["status", "--db", missing, "--tenant", "acme"], 1),
+        (["status", "--db", unreachable, "--tenant", "acme"], 1),
+        (["migrate", "--from", unreachable, "--to", url], 1),
+    ]  # fmt: skip
+    shown = []
+    for argv, code in runs:
+        assert cli_main(argv) == code, (argv, capsys.readouterr())
+        captured = capsys.readouterr()
+        shown.append(captured.out + captured.err)
+    monkeypatch.setenv("EFFECTLEDGER_DB", url)
+    for argv in (["config", "show"], ["config", "show", "--json"]):
+        assert cli_main(argv) == 0
+        captured = capsys.readouterr()
+        shown.append(captured.out + captured.err)
+        assert ":***@" in captured.out
+    shown.extend(record.getMessage() for record in caplog.records)
+    for text in shown:
+        assert SECRET not in text, text

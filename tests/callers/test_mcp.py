@@ -31,6 +31,7 @@ from tests.callers.paths import MCPCaller, http_client, mcp_over_http, result_js
 from tests.callers.scenarios import AGENT, MALLORY, REFUND_30, REVIEWER, World, fresh_world
 from tests.callers.stdio_app import RECEIVER_VARIABLE, STORE_VARIABLE, build
 from tests.conftest import count_rows
+from tests.support.served import MCP, served_address
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -337,12 +338,6 @@ def test_mcp_command_refuses_to_start_without_identity(
     assert message in err
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_mcp_command_serves_streamable_http(world: World, tmp_path: Path) -> None:
     """``effectledger mcp --transport streamable-http`` serves the tools to a token holder."""
@@ -351,29 +346,28 @@ def test_mcp_command_serves_streamable_http(world: World, tmp_path: Path) -> Non
              "roles": ["agent"]}  # fmt: skip
     tokens.write_text(json.dumps([entry]))
     assert TokenIdentities.from_file(tokens)
-    port = _free_port()
     env = {
         **os.environ,
         STORE_VARIABLE: world.store_url,
         RECEIVER_VARIABLE: str(world.directory / "receiver.db"),
         "PYTHONPATH": str(ROOT),
     }
-    log = (tmp_path / "server.log").open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "effectledger.cli", "mcp", "--app",
-         "tests.callers.stdio_app:service", "--transport", "streamable-http", "--port",
-         str(port), "--tokens", str(tokens)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
+         "tests.callers.stdio_app:service", "--transport", "streamable-http", "--port", "0",
+         "--tokens", str(tokens)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 30
+        url = served_address(process, says=MCP).base
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
-                assert process.poll() is None, (tmp_path / "server.log").read_text()
+                assert process.poll() is None, "the server ended"
                 assert time.monotonic() < deadline, "the server did not start"
                 time.sleep(0.1)
 
@@ -387,5 +381,4 @@ def test_mcp_command_serves_streamable_http(world: World, tmp_path: Path) -> Non
         assert (stored.tenant_id, stored.proposer_id) == ("acme", "agent-7")
     finally:
         process.terminate()
-        process.wait(timeout=30)
-        log.close()
+        process.wait(timeout=60)

@@ -107,10 +107,10 @@ def test_mcp_command_with_review_offers_the_queue_over_stdio(world: World) -> No
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ('{"limit": 5, "limit": 500}', "repeat the key 'limit'"),
-        ('{"action": "' + "a" * (64 * 1024) + '"}', "exceed 65536 bytes"),
+        ('{"limit": 5, "limit": 500}', "the key 'limit' is repeated"),
+        ('{"action": "' + "a" * (64 * 1024) + '"}', "more than 65536 bytes"),
         ('{"limit": NaN}', "not JSON"),
-        ("[1, 2]", "must be a JSON object"),
+        ("[1, 2]", "not a JSON object"),
     ],
 )
 def test_the_reviewer_tool_parses_its_arguments_by_the_tool_rules(

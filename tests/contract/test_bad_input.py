@@ -217,7 +217,8 @@ def world(store_url: str, tmp_path: Path, clock: Any) -> Any:
     made.receiver.close()
 
 
-def _with_password(postgres_url: str, *, port: int | None = None) -> str:
+def with_password(postgres_url: str, *, port: int | None = None) -> str:
+    """``postgres_url`` with :data:`SECRET` as its password (and ``port`` if given)."""
     parts = urlsplit(postgres_url)
     user = parts.username or "postgres"
     host = parts.hostname or "127.0.0.1"
@@ -236,7 +237,7 @@ def test_a_store_url_password_never_shows_in_url_repr_or_messages(
 ) -> None:
     """The password of a PostgreSQL URL is in no message, log line, repr or store.url."""
     caplog.set_level(logging.DEBUG)
-    store = open_store(_with_password(postgres_url))  # trust auth: any password is accepted
+    store = open_store(with_password(postgres_url))  # trust auth: any password is accepted
     try:
         _assert_no_secret(store.url, repr(store), str(vars(store).get("url")))
         with pytest.raises(EffectLedgerError) as refused:
@@ -246,12 +247,12 @@ def test_a_store_url_password_never_shows_in_url_repr_or_messages(
         store.close()
 
     with pytest.raises(StorageError) as unreachable:
-        open_store(_with_password(postgres_url, port=1) + "&connect_timeout=2")
+        open_store(with_password(postgres_url, port=1) + "&connect_timeout=2")
     _assert_no_secret(str(unreachable.value), repr(unreachable.value.to_dict()))
     for malformed in (
-        _with_password(postgres_url).replace("postgresql://", "postgresq://"),
-        _with_password(postgres_url) + "&bogus_option=1",
-        _with_password(postgres_url) + "&pool_max_size=many",
+        with_password(postgres_url).replace("postgresql://", "postgresq://"),
+        with_password(postgres_url) + "&bogus_option=1",
+        with_password(postgres_url) + "&pool_max_size=many",
     ):
         with pytest.raises(InvalidInput) as bad:
             open_store(malformed)

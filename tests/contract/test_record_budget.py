@@ -92,16 +92,38 @@ def test_a_record_blocked_past_its_budget_fails_in_time_and_stays_recoverable(
     context: Context,
     receiver: SimulatedReceiver,
 ) -> None:
-    """A blocked record gives up within its budget, writes nothing, and recovery resolves it."""
+    """A blocked record gives up within its budget, writes nothing, and recovery resolves it.
+
+    Checked by order, not by a duration: the lock is let go 12 s after the record starts,
+    sooner than the stores' own timeouts would give up (a 5 s busy timeout or a 10 s lock
+    timeout, three attempts each), so a record that ignored its budget would succeed then;
+    this one has given up before. It did wait for the lock first: at least half its budget.
+    """
     ledger = Ledger(store, clock=clock, settings=LedgerSettings(record_budget=BUDGET))
     prepared, observation = submitted(ledger, context, receiver)
-    with lock_held(store_url):
-        started = time.monotonic()
+    holder = _Holder(store_url)
+    let_go = threading.Event()
+
+    def release() -> None:
+        let_go.set()
+        holder.release()
+
+    releasing = threading.Timer(12.0, release)
+    started = time.monotonic()
+    releasing.start()
+    try:
         with pytest.raises(StorageError) as raised:
             ledger.record(prepared, observation)
         elapsed = time.monotonic() - started
+        gave_up_while_held = not let_go.is_set()
+    finally:
+        releasing.cancel()
+        releasing.join()  # a release already under way ends first
+        if not let_go.is_set():
+            release()
     assert isinstance(raised.value, StorageBusy)
-    assert BUDGET.total_seconds() / 2 <= elapsed < 3 * BUDGET.total_seconds() + 1
+    assert gave_up_while_held
+    assert elapsed >= BUDGET.total_seconds() / 2
     # Nothing of the record was written: the attempt is unresolved and awaits recovery.
     assert ledger.status(context, "op-1").state is OperationState.IN_PROGRESS
     assert count_rows(store_url, "audit_events", "operation_id = 'op-1'") == 2

@@ -10,7 +10,6 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -132,12 +131,12 @@ def test_a_locked_store_raises_storage_busy_after_bounded_retries(
     holder = sqlite3.connect(path, isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
-        started = time.monotonic()
+        # Both give up while the lock is still held (it is released only below): the retries
+        # are bounded, not a wait for the lock. Checked by that order and the attempts made.
         with pytest.raises(StorageBusy) as admitting:
             driver.admit(ledger, receiver, "op-new")
         with pytest.raises(StorageBusy) as executing:
             Executor(ledger, receiver).execute(CONTEXT, "op-ready")
-        elapsed = time.monotonic() - started
         holder.execute("ROLLBACK")
     finally:
         holder.close()
@@ -146,7 +145,6 @@ def test_a_locked_store_raises_storage_busy_after_bounded_retries(
             assert raised.code == "storage_busy"
             assert raised.details["attempts"] == MAX_ATTEMPTS
             assert isinstance(raised.__cause__, sqlite3.OperationalError)
-        assert elapsed < 3, "busy retries are bounded, not a wait for the lock"
         with pytest.raises(NotFound):
             ledger.get(CONTEXT, "op-new")
         assert ledger.get(CONTEXT, "op-ready").state is OperationState.READY

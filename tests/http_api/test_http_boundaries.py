@@ -129,7 +129,7 @@ def test_malformed_or_wrong_bodies_write_nothing(
     "arguments",
     [
         {**REFUND_30, "amount_minor": "30"},
-        {**REFUND_30, "amount_minor": 30.0},
+        {**REFUND_30, "amount_minor": 30.5},
         {**REFUND_30, "tenant_id": "globex"},
         {**REFUND_30, "approved_by": "admin"},
         {**REFUND_30, "currency": "XXX"},

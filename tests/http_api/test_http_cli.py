@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from tests.acceptance.test_authority_matrix import REFUND_30
 from tests.conftest import raw_sql
 from tests.http_api.apps import RECEIVER_VARIABLE
+from tests.support.served import served_address
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,7 +84,7 @@ def test_commands_other_than_migrate_never_create_a_database(tmp_path: Path) -> 
         ("keys", "list"),
         ("keys", "revoke", "0123456789abcdef"),
         ("keys", "create", "--tenant", "acme", "--actor", "rita"),
-        ("serve", "--app", "tests.http_api.apps:refund_service", "--port", str(_free_port())),
+        ("serve", "--app", "tests.http_api.apps:refund_service", "--port", "0"),
     ):
         done = cli(*args, "--db", f"sqlite:///{missing}")
         assert done.returncode == 1
@@ -100,12 +100,6 @@ def test_bad_key_arguments_are_refused(store_url: str) -> None:
     assert done.returncode == 1
     assert "[invalid_input]" in done.stderr
     assert raw_sql(store_url, "SELECT count(*) FROM api_keys") == [(0,)]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.slow
@@ -126,7 +120,6 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         "agent",
     )
     _, token = created_token(made.stdout)
-    port = _free_port()
     server = subprocess.Popen(
         [
             sys.executable,
@@ -140,7 +133,7 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
             "--host",
             "127.0.0.1",
             "--port",
-            str(port),
+            "0",
         ],
         cwd=ROOT,
         env={**os.environ, RECEIVER_VARIABLE: str(tmp_path / "receiver.db")},
@@ -148,16 +141,17 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         stderr=subprocess.STDOUT,
         text=True,
     )
-    base = f"http://127.0.0.1:{port}"
+    served = served_address(server)
+    base = served.base
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             try:
                 if httpx.get(f"{base}/livez", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
-            assert server.poll() is None, server.communicate()[0]
+            assert server.poll() is None, served.output()
             assert time.monotonic() < deadline, "serve did not start"
             time.sleep(0.1)
         health = httpx.get(f"{base}/healthz").json()
@@ -179,7 +173,8 @@ def test_serve_runs_the_api_with_health_and_openapi(store_url: str, tmp_path: Pa
         assert (front.status_code, front.headers["location"]) == (307, "/desk/")
     finally:
         server.send_signal(signal.SIGTERM)
-        output = server.communicate(timeout=30)[0]
+        server.wait(timeout=60)
+        output = served.output()
     assert f"the reviewer's desk: {base}/desk/" in output
     assert f"the HTTP API: {base}/v1/" in output
     assert "--plain-http-cookies" in output

@@ -55,10 +55,10 @@ def test_a_failing_store_answers_its_code_and_a_fixed_message_only(
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (b'{"action": "refund_order", "action": "other", "arguments": {}}', "repeats the key"),
-        (b'{"action": "refund_order", "arguments": {"a": 1, "a": 2}}', "repeats the key"),
-        (b"[" * 5000 + b"]" * 5000, "nests deeper"),
-        (b'{"a": ' * 70 + b"1" + b"}" * 70, "nests deeper"),
+        (b'{"action": "refund_order", "action": "other", "arguments": {}}', "is repeated"),
+        (b'{"action": "refund_order", "arguments": {"a": 1, "a": 2}}', "is repeated"),
+        (b"[" * 5000 + b"]" * 5000, "nested deeper"),
+        (b'{"a": ' * 70 + b"1" + b"}" * 70, "nested deeper"),
         (b'{"action": "refund_order", "arguments": {"n": ' + b"9" * 5000 + b"}}", "too long"),
         (b'{"action": "refund_order", "arguments": {"n": NaN}}', "NaN"),
         (b'{"action": ', "not valid JSON"),
@@ -144,10 +144,25 @@ def test_the_openapi_document_states_what_the_server_enforces(api: HttpWorld) ->
     bad_cursor = api.client.get("/v1/proposals?after=x", headers=api.auth("reviewer"))
     assert bad_cursor.status_code in (400, 422)
     assert bad_cursor.json()["code"] == "invalid_input"
-    reason = document["components"]["schemas"]["DenyRequest"]["properties"]["reason"]["pattern"]
-    for text, allowed in [("too much", True), ("   ", False), ("a\x00b", False),
-                          ("a\ud800b", False)]:  # fmt: skip
-        assert bool(re.fullmatch(reason, text)) is allowed, text
+    reason = document["components"]["schemas"]["DenyRequest"]["properties"]["reason"]
+    for text, allowed in [("too much", True), ("   ", False), ("a\x00b", False)]:
+        assert bool(re.fullmatch(reason["pattern"], text)) is allowed, text
+    assert "lone surrogate" in reason["description"]
+    proposal = api.post("agent", "/v1/proposals", PROPOSE).json()
+    before = api.written()
+    for said in (b"a\\u0000b", b"a\\ud800b", b"   "):  # each rule the document states
+        refused = api.client.post(
+            f"/v1/proposals/{proposal['proposal_id']}/deny",
+            content=b'{"digest": "'
+            + proposal["digest"].encode()
+            + b'", "reason": "'
+            + said
+            + b'"}',
+            headers={**api.auth("reviewer"), "Content-Type": "application/json"},
+        )
+        assert refused.status_code == 422, (said, refused.text)
+        assert refused.json()["code"] == "invalid_input"
+    assert api.written() == before
 
 
 def test_the_openapi_document_declares_the_correlation_rule(api: HttpWorld) -> None:

@@ -42,12 +42,18 @@ class HostileServer:
     script: list[Step]
     log: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    finished: int = 0
 
     def next_step(self, received: Received) -> Step:
         with self.lock:
             self.log.append(received)
             index = min(len(self.log), len(self.script)) - 1
             return self.script[index]
+
+    def answered(self) -> int:
+        """How many steps ran to their end: answers the server sent in full."""
+        with self.lock:
+            return self.finished
 
     def posts(self) -> int:
         """How many POST requests reached the server."""
@@ -71,6 +77,9 @@ class _Handler(BaseHTTPRequestHandler):
             step(self, received)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+            return
+        with self.server.hostile.lock:
+            self.server.hostile.finished += 1
 
     do_GET = do_POST = do_PUT = _serve
 
@@ -179,8 +188,10 @@ def hostile(*script: Step) -> Iterator[HostileServer]:
         thread.join(timeout=10)
 
 
-def closed_port() -> int:
-    """A 127.0.0.1 port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A 127.0.0.1 port that refuses connections for the ``with`` block: bound and never
+    listened on, so it refuses them, and held, so no other process can take it meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])

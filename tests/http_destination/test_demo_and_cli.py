@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 from effectledger.cli.demo_http import run_http_demo
 from effectledger.cli.output import Output
+from tests.support.served import RECEIVER, served_address
 
 _CLI = "import sys\nfrom effectledger.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
@@ -29,20 +29,18 @@ def test_http_demo_settles_both_operations_with_one_effect_each(
 
 
 def test_receiver_command_serves_the_contract_until_stopped(tmp_path: Path) -> None:
-    """``receiver --port P --db FILE`` serves on 127.0.0.1: a POST performs an effect that the
-    stats endpoint counts and the receiver's own database holds."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    """``receiver --port 0 --db FILE`` serves on a free port of 127.0.0.1 it names: a POST
+    performs an effect that the stats endpoint counts and the receiver's own database holds."""
     db = tmp_path / "receiver.db"
     child = subprocess.Popen(
-        [sys.executable, "-c", _CLI, "receiver", "--port", str(port), "--db", str(db)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-c", _CLI, "receiver", "--port", "0", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 15
+        base = served_address(child, says=RECEIVER).base
+        deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(f"{base}/_receiver/stats", timeout=1).close()
@@ -62,7 +60,7 @@ def test_receiver_command_serves_the_contract_until_stopped(tmp_path: Path) -> N
             assert json.load(answer)["effects"] == 1
     finally:
         child.terminate()
-        child.wait(timeout=15)
+        child.wait(timeout=60)
     assert db.exists()
 
 

@@ -6,7 +6,6 @@ backends) and the receiver's own count of effects in its own database.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -21,6 +20,7 @@ from effectledger.receiver.server import RunningReceiver
 from effectledger.workers import Executor, RecoveryWorker
 from tests.conftest import count_rows, raw_sql, reply_command
 from tests.http_destination.conftest import TOKEN
+from tests.http_destination.hostile import closed_port
 from tests.http_destination.support import admit_http, destination, last_evidence
 
 
@@ -225,12 +225,11 @@ def test_refused_connection_is_a_retryable_rejection_not_unknown(
     ledger: Ledger, context: Context, served: RunningReceiver
 ) -> None:
     """No byte sent (nothing listens on the port) is RETRY_PENDING, never OUTCOME_UNKNOWN."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free_port = probe.getsockname()[1]
-    target = reference_destination(f"http://127.0.0.1:{free_port}")
-    admit_http(ledger, context, target)
-    assert Executor(ledger, target).execute(context, "op-1").state is (OperationState.RETRY_PENDING)
+    with closed_port() as refusing:
+        target = reference_destination(f"http://127.0.0.1:{refusing}")
+        admit_http(ledger, context, target)
+        executed = Executor(ledger, target).execute(context, "op-1")
+    assert executed.state is OperationState.RETRY_PENDING
     document = last_evidence(ledger, context).document()
     assert (document["sent"], document["reason"]) == (False, "ConnectError")
     target.close()

@@ -3,6 +3,7 @@ dispatch the destination accepted nothing from says so and why."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -51,24 +52,26 @@ def test_a_dispatch_nothing_was_accepted_from_is_refused_with_its_reason(
 ) -> None:
     """A closed port (nothing sent) or a 401 (refused before any processing): the perform's
     outcome is refused, not performed, its rejection names why, and no effect exists."""
-    url = f"http://127.0.0.1:{closed_port()}" if where == "closed_port" else served.url
-    target = destination_at(url)
-    if where == "refusing":
-        target.headers["Authorization"] = "Bearer wrong-token"
-    with connect(store_url) as ledger:
-        action = ledger.action(name="send_support_reply", contract="reply-v1", arguments=Reply,
-                               destination=target)  # fmt: skip
-        proposal = ledger.propose(AGENT, action, body="hello")
-        ledger.approve(RITA, proposal)
-        result = ledger.perform(AGENT, proposal)
-        assert (result.outcome, result.state) == ("refused", OperationState.RETRY_PENDING)
-        expected = "ConnectError" if where == "closed_port" else "retryable:401"
-        assert result.rejection == expected
-        assert result.to_dict()["rejection"] == expected
-        assert ledger.operation(AGENT, result.operation_id or "").state is (
-            OperationState.RETRY_PENDING
-        )
-        again = ledger.perform(AGENT, proposal)
-        assert (again.outcome, again.rejection) == ("replayed", None)
-    target.close()
+    with contextlib.ExitStack() as held:
+        refusing = held.enter_context(closed_port())  # nobody else can take it meanwhile
+        url = f"http://127.0.0.1:{refusing}" if where == "closed_port" else served.url
+        target = destination_at(url)
+        if where == "refusing":
+            target.headers["Authorization"] = "Bearer wrong-token"
+        with connect(store_url) as ledger:
+            action = ledger.action(name="send_support_reply", contract="reply-v1", arguments=Reply,
+                                   destination=target)  # fmt: skip
+            proposal = ledger.propose(AGENT, action, body="hello")
+            ledger.approve(RITA, proposal)
+            result = ledger.perform(AGENT, proposal)
+            assert (result.outcome, result.state) == ("refused", OperationState.RETRY_PENDING)
+            expected = "ConnectError" if where == "closed_port" else "retryable:401"
+            assert result.rejection == expected
+            assert result.to_dict()["rejection"] == expected
+            assert ledger.operation(AGENT, result.operation_id or "").state is (
+                OperationState.RETRY_PENDING
+            )
+            again = ledger.perform(AGENT, proposal)
+            assert (again.outcome, again.rejection) == ("replayed", None)
+        target.close()
     assert served.store.counts().effects == 0

@@ -1,14 +1,16 @@
 """The fast parse of a model's tool arguments must answer exactly as the exact parser does.
 
 ``parse_arguments`` takes pydantic-core's parse only when the text holds as many colons as the
-parsed object has keys; otherwise the exact parser (duplicate keys, NaN and Infinity refused)
-decides. Both are compared here on arbitrary JSON-like text, including repeated keys, nested
-objects, colons inside strings, lone surrogates and numbers out of range.
+parsed object has keys and no value is a float or a container; otherwise the exact parser
+(duplicate keys, NaN and Infinity refused, a whole number written with a fraction read as that
+integer) decides. Both are compared here on arbitrary JSON-like text, including repeated keys,
+nested objects, colons inside strings, lone surrogates and numbers out of range.
 """
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -31,9 +33,16 @@ def _exact(text: str) -> Any:
     def refuse(name: str) -> Any:
         raise ValueError(name)
 
+    def number(written: str) -> int | float:  # JSON Schema's rule: 30.0 is the integer 30
+        exact = Decimal(written)
+        whole = exact.is_finite() and exact.adjusted() < 64 and exact == exact.to_integral()
+        return int(exact) if whole else float(written)
+
     try:
         parsed = (
-            json.loads(text, object_pairs_hook=no_duplicates, parse_constant=refuse)
+            json.loads(
+                text, object_pairs_hook=no_duplicates, parse_constant=refuse, parse_float=number
+            )
             if text.strip()
             else {}
         )

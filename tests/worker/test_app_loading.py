@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from effectledger.cli import main as cli_main
 from tests.conftest import count_rows
 
 SCRIPT = Path(sys.executable).parent / "effectledger"
@@ -104,23 +105,70 @@ COMMANDS = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-@pytest.mark.parametrize(("spec", "message"), FAILURES, ids=[spec for spec, _ in FAILURES])
-def test_an_application_that_cannot_load_fails_with_one_line(
-    folder: Path, command: str, spec: str, message: str
-) -> None:
-    """Every command taking --app exits 1 with one line naming the module and the error.
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One project folder with the application modules and a migrated ledger, for every
+    command and failure below (none of them writes to it)."""
+    folder = tmp_path_factory.mktemp("project")
+    for name, text in MODULES.items():
+        (folder / name).write_text(textwrap.dedent(text), "utf-8")
+    assert run(folder, "migrate", "--db", f"sqlite:///{folder / 'ledger.db'}").returncode == 0
+    return folder
 
-    The ledger exists (``serve`` refuses a missing one first), so the failure is the app's.
-    """
-    db = f"sqlite:///{folder / 'ledger.db'}"
-    assert run(folder, "migrate", "--db", db).returncode == 0
-    done = run(folder, *COMMANDS[command], "--db", db, "--app", spec)
-    assert done.returncode == 1, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
+
+def _one_line(stderr: str, spec: str, message: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
     assert lines[0].startswith("error [invalid_input]: ")
     assert spec.split(":")[0] in lines[0]
     assert message in lines[0]
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(("spec", "message"), FAILURES, ids=[spec for spec, _ in FAILURES])
+def test_an_application_that_cannot_load_fails_with_one_line(
+    project: Path,
+    command: str,
+    spec: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every command taking --app returns 1 with one line naming the module and the error
+    (the command line's own code, run in this process from the project's folder).
+
+    The ledger exists (``serve`` refuses a missing one first), so the failure is the app's.
+    """
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folder the loader adds goes again
+    for name in MODULES:  # a module another case imported is imported afresh
+        monkeypatch.delitem(sys.modules, name.removesuffix(".py"), raising=False)
+    db = f"sqlite:///{project / 'ledger.db'}"
+    assert cli_main([*COMMANDS[command], "--db", db, "--app", spec]) == 1
+    captured = capsys.readouterr()
+    _one_line(captured.err, spec, message)
+    for name in MODULES:
+        sys.modules.pop(name.removesuffix(".py"), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("command", "spec"),
+    [
+        ("mcp", "nothing_here:build"),
+        ("recover", "needs_dependency:build"),
+        ("serve", "raises:build"),
+        ("worker", "myapp:broken"),
+    ],
+)
+def test_the_installed_command_prints_the_one_line_and_exits_1(
+    project: Path, command: str, spec: str
+) -> None:
+    """The installed script, run from the folder as a user runs it, exits 1 with that one line
+    for each command (each with another kind of failure), never a traceback."""
+    message = dict(FAILURES)[spec]
+    done = run(project, *COMMANDS[command], "--db", f"sqlite:///{project / 'ledger.db'}",
+               "--app", spec)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    _one_line(done.stderr, spec, message)

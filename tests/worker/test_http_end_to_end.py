@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import pytest
 
 from effectledger.receiver.server import serve
 from tests.conftest import count_rows, sqlite_path
+from tests.support.served import served_address
 
 SCRIPT = Path(sys.executable).parent / "effectledger"
 TOKEN = "receiver-token-never-stored"
@@ -57,12 +57,6 @@ SHOP = '''
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [str(SCRIPT), *args],
@@ -74,11 +68,14 @@ def _start(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen[st
     )
 
 
-def _token(folder: Path, env: dict[str, str], db: str, actor: str, roles: str) -> str:
+def _migrate(folder: Path, env: dict[str, str], db: str) -> None:
     subprocess.run(  # only migrate (and demo) create a ledger
         [str(SCRIPT), "migrate", "--db", db],
         cwd=folder, env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
+
+
+def _token(folder: Path, env: dict[str, str], db: str, actor: str, roles: str) -> str:
     made = subprocess.run(
         [str(SCRIPT), "keys", "create", "--db", db, "--tenant", "acme", "--actor", actor,
          "--roles", roles, "--json"],
@@ -110,23 +107,24 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     with serve(tmp_path / "payments.db", token=TOKEN) as payments:
         env |= {"SHOP_PAYMENTS_URL": payments.url, "SHOP_PAYMENTS_TOKEN": TOKEN}
+        _migrate(folder, env, store_url)
         agent = {"Authorization": f"Bearer {_token(folder, env, store_url, 'agent-7', 'agent')}"}
         rita = {"Authorization": f"Bearer {_token(folder, env, store_url, 'rita', 'approver')}"}
-        port = _free_port()
         in_api = ("--worker", *WORKER) if mode == "serve-worker" else ()
         server = _start(folder, env, "serve", "--db", store_url, "--app", "shop:build",
-                        "--port", str(port), *in_api)  # fmt: skip
+                        "--port", "0", *in_api)  # fmt: skip
+        served = served_address(server)
         worker: subprocess.Popen[str] | None = None
-        api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+        api = httpx.Client(base_url=served.base, timeout=10)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60
             while True:
                 try:
                     if api.get("/livez").status_code == 200:
                         break
                 except httpx.TransportError:
                     pass
-                assert server.poll() is None, server.communicate()[0]
+                assert server.poll() is None, served.output()
                 assert time.monotonic() < deadline, "serve did not start"
                 time.sleep(0.1)
 
@@ -162,7 +160,9 @@ def test_a_lost_http_reply_behind_serve_is_reconciled_by_the_worker(
         finally:
             api.close()
             worker_code, worker_output = (0, "") if worker is None else _stop(worker)
-            server_code, server_output = _stop(server)
+            server.send_signal(signal.SIGTERM)
+            server_code = server.wait(timeout=60)
+            server_output = served.output()
         assert worker_code == 0, worker_output
         assert server_code in (0, -signal.SIGTERM), server_output
         ran = server_output if worker is None else worker_output

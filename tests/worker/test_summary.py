@@ -17,6 +17,7 @@ from effectledger import Context, ManualClock, NotPermitted
 from effectledger.app.keys import ApiKeys
 from effectledger.audit.keys.signers import Signer
 from effectledger.callers.http.app import create_app
+from effectledger.telemetry import GAUGES, SCOPE
 from tests.acceptance.test_authority_matrix import AGENT, REVIEWER
 from tests.http_api.server import serving
 from tests.worker.support import Refunds, refunds
@@ -104,7 +105,7 @@ def test_metrics_serves_the_key_tenants_figures_to_a_reviewer_only(world: Refund
 
 def _alert_rules() -> list[tuple[str, str, float]]:
     """(label, metric, bound) of each ``max by (label) (metric) > bound`` rule in the docs."""
-    text = (ROOT / "docs" / "operating.md").read_text("utf-8")
+    text = _operating()
     rules = re.findall(r"expr: max by \((\w+)\) \((\w+)\) > ([0-9.]+)", text)
     return [(label, metric, float(bound)) for label, metric, bound in rules]
 
@@ -131,3 +132,31 @@ def test_the_docs_alert_rules_read_the_real_metrics(world: Refunds, clock: Manua
         (value,) = [v for (m, labels), v in samples.items() if m == metric and
                     re.fullmatch(rf'{label}="acme"', labels)]  # fmt: skip
         assert value > bound, (metric, value, bound)
+    # The page-a-human rule's selector names a series /metrics serves, with its labels.
+    selector = re.search(r"`(effectledger_operations)\{(\w+)=\"(\w+)\"\}`", _operating())
+    assert selector is not None
+    metric, label, state = selector.groups()
+    assert any(m == metric and f'{label}="{state}"' in labels for m, labels in samples)
+
+
+def _operating() -> str:
+    return (ROOT / "docs" / "operating.md").read_text("utf-8")
+
+
+def _prometheus_name(name: str, unit: str) -> str:
+    """What an OpenTelemetry Prometheus exporter calls gauge ``effectledger.<name>``: dots to
+    underscores, a unit of seconds as the ``_seconds`` suffix, an annotation unit ({...})
+    dropped (the OpenTelemetry specification's Prometheus compatibility rules)."""
+    exported = f"{SCOPE}.{name}".replace(".", "_")
+    return exported + "_seconds" if unit == "s" else exported
+
+
+def test_metrics_names_its_series_as_the_gauges_are_exported(world: Refunds) -> None:
+    """``/metrics`` serves each gauge under the name and labels an OpenTelemetry Prometheus
+    exporter gives it, so one alert rule reads either source, and nothing else."""
+    served = world.app.summary(REVIEWER).prometheus()
+    types = dict(re.findall(r"^# TYPE (\w+) (\w+)$", served, re.M))
+    assert types == {_prometheus_name(name, unit): "gauge" for name, (unit, _) in GAUGES.items()}
+    labels = {label for series in re.findall(r"\{([^}]*)\}", served)
+              for label in re.findall(r"(\w+)=", series)}  # fmt: skip
+    assert labels == {"effectledger_tenant_id", "effectledger_state"}

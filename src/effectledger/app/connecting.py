@@ -20,7 +20,7 @@ from effectledger.destinations import Destination
 from effectledger.events.authentication import TRAIL_KEY_ENV
 from effectledger.keyfiles import key_directory_for
 from effectledger.ledger import LedgerSettings
-from effectledger.store import open_store
+from effectledger.store import check_store_url, open_store
 
 if TYPE_CHECKING:
     from effectledger.audit.keys.signers import Signer
@@ -70,6 +70,7 @@ def connect(
         config = load_config()
         url = url or config["db"]
         settings = settings or config.ledger_settings()
+    check_store_url(url)  # a scheme no backend serves: refused before keys are looked for
     if keys == "find":
         if key_dir is None:
             key_dir = (config or load_config())["key_dir"]

@@ -299,15 +299,43 @@ def serve_streamable_http(
     path: str = "/mcp",
     public_url: str | None = None,
     review: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the ledger's tools over streamable HTTP to bearer-token holders until interrupted.
 
     ``public_url`` is the endpoint's URL as clients reach it (default ``http://HOST:PORT/PATH``);
-    ``review`` adds the reviewer's ``pending_proposals`` tool (see :func:`build_server`).
+    ``review`` adds the reviewer's ``pending_proposals`` tool (see :func:`build_server`). The
+    port is bound first (``port=0`` takes a free one), so the server knows its own URL, which
+    ``announce`` is given before the server starts.
     """
-    url = public_url or f"http://{host}:{port}{path}"
-    server = build_server(ledger, identities=identities, server_url=url, review=review)
-    server.run(transport="streamable-http", host=host, port=port, streamable_http_path=path)
+    import uvicorn
+
+    listener = _listen(host, port)
+    try:
+        url = public_url or f"http://{host}:{listener.getsockname()[1]}{path}"
+        server = build_server(ledger, identities=identities, server_url=url, review=review)
+        app = server.streamable_http_app(streamable_http_path=path, host=host)
+        if announce is not None:
+            announce(url)
+        config = uvicorn.Config(app, host=host, port=listener.getsockname()[1], lifespan="on")
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        listener.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only for sockets whose
+    # proto says TCP, and a socket made with proto 0 would hold every response body back for
+    # the client's delayed ACK (about 40 ms per request on loopback).
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 @contextlib.contextmanager
@@ -328,12 +356,7 @@ def serve_http_in_thread(
     """
     import uvicorn
 
-    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only for sockets whose
-    # proto says TCP, and a socket made with proto 0 would hold every response body back for
-    # the client's delayed ACK (about 40 ms per request on loopback).
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
+    listener = _listen(host, port)
     url = f"http://{host}:{listener.getsockname()[1]}{path}"
     app = build(url).streamable_http_app(
         streamable_http_path=path, host=host, json_response=json_response

@@ -35,7 +35,7 @@ from effectledger.cli import (
     witness,
     worker,
 )
-from effectledger.cli.options import Commands
+from effectledger.cli.options import Commands, check_store_urls
 from effectledger.cli.output import Output
 from effectledger.errors import EffectLedgerError
 
@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     out = Output(json_mode=getattr(args, "json", False), wide=getattr(args, "wide", False))
     try:
+        check_store_urls(args)
         return handler(args, out)
     except EffectLedgerError as exc:
         out.error(exc.code, exc.message)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 from typing import TYPE_CHECKING, Any
 
 from effectledger.app.config import Config, load_config
@@ -59,7 +60,9 @@ def register(commands: Commands) -> None:
         "(or the EffectLedger itself)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serve.add_argument(
+        "--port", type=int, default=8000, help="port (default %(default)s; 0: any free port)"
+    )
     serve.add_argument(
         "--max-body-bytes",
         type=int,
@@ -102,6 +105,22 @@ def register(commands: Commands) -> None:
     listed.add_argument("--tenant", help="only this tenant's keys")
     add_json(listed)
     listed.set_defaults(handler=_list)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host`` and ``port`` (0: a free one the system picks), so what
+    ``serve`` prints names the port it listens on; ``InvalidInput`` if it cannot be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP spelled out: asyncio turns Nagle off only for sockets whose proto says TCP.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}", field="port") from exc
+    listener.set_inheritable(True)
+    return listener
 
 
 def serving_lines(host: str, port: int, *, secure: bool) -> list[str]:
@@ -156,8 +175,8 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
     from effectledger.callers.http.app import create_app
 
-    if not 0 < args.port < 65536:
-        raise InvalidInput("--port must be from 1 to 65535", field="port")
+    if not 0 <= args.port < 65536:
+        raise InvalidInput("--port must be from 0 (any free port) to 65535", field="port")
     load_attribute(args.app)  # a module or name that cannot load is refused first
     sso = sso_settings(load_config())  # a half-configured sign-on is refused before serving
     open_existing(args.db).close()  # the factory's connect would create a mistyped ledger
@@ -181,9 +200,12 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
             # caught: then it stops the loops instead of ending the process under them.
             stop_on_signals(worker)
             worker.start()
-        for line in serving_lines(args.host, args.port, secure=not args.plain_http_cookies):
+        listener = listen(args.host, args.port)
+        port = int(listener.getsockname()[1])
+        for line in serving_lines(args.host, port, secure=not args.plain_http_cookies):
             out.line(line, err=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", lifespan="off")
+        config = uvicorn.Config(app, host=args.host, port=port, log_level="info", lifespan="off")
+        uvicorn.Server(config).run(sockets=[listener])
     finally:
         if worker is not None:
             # uvicorn has finished its requests; the loops finish the operation in hand.

@@ -11,7 +11,15 @@ from effectledger.app import EffectLedger
 from effectledger.app.protection import find_keys, warn_unprotected
 from effectledger.audit.moving import move_ledger
 from effectledger.cli.application import load_ledger
-from effectledger.cli.options import Commands, add_db, add_json, add_wide, open_existing, positive
+from effectledger.cli.options import (
+    Commands,
+    add_db,
+    add_json,
+    add_wide,
+    open_existing,
+    positive,
+    takes_store_urls,
+)
 from effectledger.cli.output import Output, jsonable
 from effectledger.cli.protection import (
     add_key_dir,
@@ -70,6 +78,7 @@ def register(commands: Commands) -> None:
         "--batch", type=int, default=1000, help="rows per batch with --from (default 1000)"
     )
     add_json(migrate)
+    takes_store_urls(migrate, from_url="--from", to_url="--to")
     migrate.set_defaults(handler=_migrate)
 
     status = commands.add_parser(

@@ -54,7 +54,9 @@ def register(commands: Commands) -> None:
         help="stdio (default) or streamable-http",
     )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="HTTP port (default 8000; 0: any free port)"
+    )
     parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     parser.add_argument(
         "--public-url", help="the endpoint's public URL, if not http://HOST:PORT/PATH"
@@ -115,6 +117,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                 path=args.path,
                 public_url=args.public_url,
                 review=args.review,
+                announce=lambda url: out.line(f"serving MCP tools on {url}", err=True),
             )
     finally:
         ledger.close()

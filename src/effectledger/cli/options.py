@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from effectledger.errors import InvalidInput
-from effectledger.store import Store, open_store
+from effectledger.store import Store, check_store_url, open_store
 
 __all__ = [
     "DEFAULT_DB",
@@ -21,9 +21,11 @@ __all__ = [
     "add_db",
     "add_json",
     "add_wide",
+    "check_store_urls",
     "open_existing",
     "positive",
     "read_text_file",
+    "takes_store_urls",
 ]
 
 DEFAULT_DB = "sqlite:///effectledger.db"
@@ -34,13 +36,33 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
-    """``--db URL``, defaulting to ``$EFFECTLEDGER_DB``."""
+    """``--db URL``, defaulting to ``$EFFECTLEDGER_DB``; checked by :func:`check_store_urls`."""
     parser.add_argument(
         "--db",
         default=os.environ.get("EFFECTLEDGER_DB", DEFAULT_DB),
         help="store URL: sqlite:///path.db or postgresql://... "
         "(default: $EFFECTLEDGER_DB or %(default)s)",
     )
+    takes_store_urls(parser, db="--db")
+
+
+def takes_store_urls(parser: argparse.ArgumentParser, **options: str) -> None:
+    """Say that the arguments ``options`` names (destination -> option) hold store URLs."""
+    named = dict(parser.get_default("store_urls") or {})
+    named.update(options)
+    parser.set_defaults(store_urls=named)
+
+
+def check_store_urls(args: argparse.Namespace) -> None:
+    """Refuse, before the command runs, any store URL given whose scheme names no backend.
+
+    Every command that takes a URL answers a ``mysql://`` one the same way: ``invalid_input``
+    naming the option, exit 1, the URL's password as ``***``, nothing opened or loaded.
+    """
+    for dest, option in (getattr(args, "store_urls", None) or {}).items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            check_store_url(value, field=option.lstrip("-"))
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,9 @@ def register(commands: Commands) -> None:
             "Idempotency-Key and answers lookups by key. Needs the 'receiver' extra."
         ),
     )
-    parser.add_argument("--port", type=int, required=True, help="TCP port to listen on")
+    parser.add_argument(
+        "--port", type=int, required=True, help="TCP port to listen on (0: any free port)"
+    )
     parser.add_argument("--db", required=True, help="the receiver's own SQLite file")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument(
@@ -41,8 +43,8 @@ def register(commands: Commands) -> None:
 
 def _run(args: argparse.Namespace, out: Output) -> int:
     """Serve until interrupted."""
-    if not 0 < args.port < 65536:
-        raise InvalidInput("--port must be from 1 to 65535", field="port")
+    if not 0 <= args.port < 65536:
+        raise InvalidInput("--port must be from 0 (any free port) to 65535", field="port")
     token = None
     if args.token_env:
         token = os.environ.get(args.token_env)
@@ -53,8 +55,12 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     require_extra("receiver", "The receiver")
     from effectledger.receiver.server import run_receiver
 
-    out.line(f"serving the reference receiver on http://{args.host}:{args.port}", err=True)
     run_receiver(
-        args.db, port=args.port, host=args.host, token=token, allow_faults=args.allow_faults
+        args.db,
+        port=args.port,
+        host=args.host,
+        token=token,
+        allow_faults=args.allow_faults,
+        announce=lambda url: out.line(f"serving the reference receiver on {url}", err=True),
     )
     return 0

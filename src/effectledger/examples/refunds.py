@@ -65,7 +65,10 @@ class RefundArguments(BaseModel):
     currency: Annotated[
         str,
         AfterValidator(_currency),
-        Field(description="The ISO 4217 code of the order's currency, such as EUR."),
+        Field(
+            description="The ISO 4217 code of the order's currency, such as EUR.",
+            json_schema_extra={"enum": sorted(ISO_4217)},  # what _currency accepts, published
+        ),
     ]
     reason: Annotated[
         str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,10 +92,21 @@ def run_receiver(
     token: str | None = None,
     faults: ReceiverFaults | None = None,
     allow_faults: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve a receiver in the foreground until interrupted (``effectledger receiver``)."""
+    """Serve a receiver in the foreground until interrupted (``effectledger receiver``).
+
+    ``port`` 0 takes a free port; ``announce`` is given the URL once the port is bound.
+    """
     app = create_app(db_path, token=token, faults=faults, allow_faults=allow_faults)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        uvicorn.Server(_config(app, host, port, "info")).run()
+        listener.bind((host, port))
+        bound = listener.getsockname()[1]
+        if announce is not None:
+            announce(f"http://{host}:{bound}")
+        uvicorn.Server(_config(app, host, bound, "info")).run(sockets=[listener])
     finally:
+        listener.close()
         app.state.store.close()

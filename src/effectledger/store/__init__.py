@@ -24,6 +24,7 @@ __all__ = [
     "Store",
     "Transaction",
     "announce_migration",
+    "check_store_url",
     "open_store",
     "redact",
     "refuse_unstorable_text",
@@ -167,6 +168,26 @@ def announce_migration(log: logging.Logger, version: int, name: str) -> None:
     )
 
 
+def check_store_url(url: object, *, field: str = "url") -> str:
+    """The backend scheme of store URL ``url``; :class:`InvalidInput` naming ``field`` if it is
+    not text or its scheme names no backend of :data:`BACKENDS` (``mysql://...``).
+
+    Nothing is imported or opened: every command that takes a store URL checks it first, so a
+    wrong scheme is refused the same way wherever it is given, its password shown as ``***``.
+    """
+    if not isinstance(url, str):
+        raise InvalidInput("a store URL is text", field=field)
+    scheme = url.partition(":")[0].lower()
+    if scheme not in BACKENDS:
+        shown = redact(url)
+        raise InvalidInput(
+            f"unsupported store URL {shown!r}: use sqlite:///path.db or postgresql://...",
+            field=field,
+            url=shown,
+        )
+    return scheme
+
+
 def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` and bring its schema up to date.
 
@@ -176,24 +197,12 @@ def open_store(url: str, **options: Any) -> Store:
     ``reason="no_database"``), and a file that is not a ledger database or a schema behind this
     version raises :class:`InvalidInput` (``reason="not_a_database"`` / ``"schema_behind"``).
     """
-    if isinstance(url, str):
-        scheme = url.partition(":")[0].lower()
-        backend = BACKENDS.get(scheme)
-        if backend is not None:
-            module_name, class_name, extra = backend
-            if extra is not None:
-                from effectledger.extras import require_extra
+    module_name, class_name, extra = BACKENDS[check_store_url(url)]
+    if extra is not None:
+        from effectledger.extras import require_extra
 
-                require_extra(extra, class_name.removesuffix("Store"))
-            opened: Store = getattr(importlib.import_module(module_name), class_name).from_url(
-                url, **options
-            )
-            return opened
-    if not isinstance(url, str):
-        raise InvalidInput("a store URL is text", field="url")
-    shown = redact(url)
-    raise InvalidInput(
-        f"unsupported store URL {shown!r}: use sqlite:///path.db or postgresql://...",
-        field="url",
-        url=shown,
+        require_extra(extra, class_name.removesuffix("Store"))
+    opened: Store = getattr(importlib.import_module(module_name), class_name).from_url(
+        url, **options
     )
+    return opened

@@ -419,15 +419,19 @@ class PostgresStore:
 
     # -- schema --------------------------------------------------------------------------
 
-    def migrate(self) -> list[int]:
+    def migrate(self, *, replay: bool = False) -> list[int]:
         """Apply pending migrations, each in one transaction; return the versions applied.
 
         Runs on a connection of its own. Every migration transaction first takes an advisory
         lock, so processes that start together apply each migration once and the others find it
-        recorded.
+        recorded. A new ledger gets the current schema in one transaction, unless ``replay``
+        (:func:`effectledger.store.postgres_schema.migrate`).
         """
         return migrate(
-            self._connect, create_schema=self.schema is not None, local=self._local_settings()
+            self._connect,
+            create_schema=self.schema is not None,
+            local=self._local_settings(),
+            replay=replay,
         )
 
     def _local_settings(self) -> list[Queued]:

@@ -10,7 +10,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 
 from effectledger.errors import InvalidInput, NotFound
-from effectledger.sql import load_queries, load_statements, migrations
+from effectledger.sql import load_queries, load_statements, migrations, schema
 from effectledger.store import announce_migration
 from effectledger.store.postgres_errors import translate
 from effectledger.store.postgres_transaction import Queued
@@ -21,19 +21,31 @@ _Connect = Callable[[], psycopg.Connection[DictRow]]
 _log = logging.getLogger("effectledger.store")
 
 
-def migrate(connect: _Connect, *, create_schema: bool, local: Sequence[Queued] = ()) -> list[int]:
+def migrate(
+    connect: _Connect,
+    *,
+    create_schema: bool,
+    local: Sequence[Queued] = (),
+    replay: bool = False,
+) -> list[int]:
     """Apply pending migrations on a connection of its own; return the versions applied.
 
     Each migration is one transaction that first takes an advisory lock on the search path, so
     processes that start together apply it once and the others find it recorded. ``local``:
     settings each transaction makes first (behind a transaction pooler, the schema).
+
+    A new ledger (no migration recorded) gets the current schema (``schema.sql``, which a test
+    keeps equal to the migrations replayed) and every migration recorded, in one transaction
+    under the same lock: one commit instead of one per migration. ``replay`` applies each
+    migration in turn even then (what that test compares ``schema.sql`` with).
     """
     own = load_statements("postgres", "store.sql")
     applied: list[int] = []
     existing: bool | None = None  # whether the ledger had a schema before this call
+    every = migrations("postgres")
     try:
         with connect() as connection:
-            for version, name, script in migrations("postgres"):
+            for version, name, script in every:
                 with connection.transaction():
                     for statement, values in local:
                         connection.execute(statement, values)
@@ -45,6 +57,12 @@ def migrate(connect: _Connect, *, create_schema: bool, local: Sequence[Queued] =
                     if existing is None:
                         done = connection.execute(own["migration_done"], {"version": 1})
                         existing = done.fetchone() is not None
+                        if not existing and not replay:
+                            connection.execute(schema("postgres").encode())  # one script
+                            for number, title, _ in every:
+                                record = {"version": number, "name": title}
+                                connection.execute(own["migration_record"], record)
+                            return [number for number, _, _ in every]
                     if connection.execute(own["migration_done"], {"version": version}).fetchone():
                         continue
                     if existing:  # an upgrade: say so, it may take a while

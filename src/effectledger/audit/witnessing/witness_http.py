@@ -12,6 +12,10 @@ as other submitters may move the witness on meanwhile).
 from __future__ import annotations
 
 import base64
+import contextlib
+import logging
+import socket
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -33,8 +37,13 @@ PATH = "/add-checkpoint"
 _ATTEMPTS = 32
 
 
+_log = logging.getLogger("effectledger.witness")
+
 SOCKET_TIMEOUT_S = 10.0
 """How long the server waits on one read or write of a connection before it closes it."""
+CONNECTION_DEADLINE_S = 60.0
+"""How long one connection may last in all: a client that sends a byte now and then, or keeps
+one connection alive with request after request, is cut off then."""
 MAX_THREADS = 16
 """Requests handled at once; further connections wait in the listen queue."""
 
@@ -42,8 +51,9 @@ MAX_THREADS = 16
 class _BoundedServer(ThreadingHTTPServer):
     """A threading HTTP server that handles at most ``max_threads`` connections at once.
 
-    Beside the socket timeout of each connection, this bounds what slow or half-sent requests
-    can hold: at most ``max_threads`` threads, each for at most the timeout per read.
+    Beside the socket timeout of each read and the deadline of each connection, this bounds
+    what slow or half-sent requests can hold: at most ``max_threads`` threads, each until the
+    timeout of a read or the connection's deadline, whichever comes first.
     """
 
     daemon_threads = True
@@ -65,6 +75,12 @@ class _BoundedServer(ThreadingHTTPServer):
             self._slots.release()
             raise
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went away (a broken pipe, a reset) is no fault of the witness's.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        _log.exception("the witness failed a request from %s", client_address[0])
+
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
@@ -72,9 +88,26 @@ class _BoundedServer(ThreadingHTTPServer):
             self._slots.release()
 
 
-def _handler(witness: Witness, timeout: float) -> type[BaseHTTPRequestHandler]:
+def _handler(witness: Witness, timeout: float, deadline: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        _cut_off: threading.Timer
+
+        def setup(self) -> None:
+            super().setup()
+            self._cut_off = threading.Timer(deadline, self._end_connection)
+            self._cut_off.name = "witness-deadline"
+            self._cut_off.daemon = True
+            self._cut_off.start()
+
+        def finish(self) -> None:
+            self._cut_off.cancel()
+            super().finish()
+
+        def _end_connection(self) -> None:
+            # Shutting the socket down wakes the read that waits on it: the handler then ends.
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
 
         def do_POST(self) -> None:
             if self.path != PATH:
@@ -108,13 +141,15 @@ def serve_witness(
     *,
     timeout: float = SOCKET_TIMEOUT_S,
     max_threads: int = MAX_THREADS,
+    deadline: float = CONNECTION_DEADLINE_S,
 ) -> ThreadingHTTPServer:
     """A started server for ``witness`` (``port`` 0: any free port); ``shutdown()`` stops it.
 
-    A connection that sends nothing for ``timeout`` seconds is closed, and at most
+    A connection that sends nothing for ``timeout`` seconds is closed, and so is one still
+    open ``deadline`` seconds after it was accepted, whatever it sends; at most
     ``max_threads`` requests are handled at once.
     """
-    server = _BoundedServer((host, port), _handler(witness, timeout), max_threads)
+    server = _BoundedServer((host, port), _handler(witness, timeout, deadline), max_threads)
     threading.Thread(target=server.serve_forever, name="witness", daemon=True).start()
     return server
 

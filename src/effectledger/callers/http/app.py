@@ -64,9 +64,11 @@ from effectledger.callers.http.models import (
     proposal_json,
     sentence_json,
 )
+from effectledger.callers.http.openapi import publish_actions
 from effectledger.callers.http.queue import add_queue_route
 from effectledger.errors import InvalidInput, StorageError
 from effectledger.model.authority import Correlation
+from effectledger.model.json_text import whole_numbers
 from effectledger.model.operations import Context
 from effectledger.model.results import DenialReason, EffectOutcome
 
@@ -188,7 +190,7 @@ def create_app(
         proposal = ledger.propose(
             context,
             body.action,
-            body.arguments,
+            whole_numbers(body.arguments),  # 30.0 is the integer 30, as in every caller
             operation_id=body.operation_id,
             correlation=correlation,
             stated_reason=body.stated_reason,
@@ -336,4 +338,5 @@ def create_app(
             ledger.summary(context).prometheus(), media_type="text/plain; version=0.0.4"
         )
 
+    publish_actions(app, ledger)
     return BodyLimit(app, max_body_bytes)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from effectledger.audit.explain import Sentence
 from effectledger.model.authority import CORRELATION_PATTERN, Approval, CapacityUsage, Proposal
+from effectledger.model.json_text import whole_numbers
 from effectledger.model.operations import AuditEvent, Operation
 
 __all__ = [
@@ -36,10 +37,15 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 """An id in a URL path or body: the ledger's identifiers without ``/`` (a path segment)."""
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
-REASON_PATTERN = (
-    "^[^\\u0000\\uD800-\\uDFFF]*[^\\s\\u0000\\uD800-\\uDFFF][^\\u0000\\uD800-\\uDFFF]*$"
+REASON_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+"""A reason as the ledger accepts it (not blank, no NUL), as a JSON Schema pattern in the
+dialect every validator and generator shares. A lone surrogate, the third case the ledger
+refuses, cannot be written in a pattern that Rust-based validators compile (they drop the whole
+pattern, rules and all): :data:`REASON_RULE` states it in the field's description instead."""
+REASON_RULE = (
+    "Not blank, and without NUL (the pattern) or a lone surrogate such as \\ud800 (which I-JSON, "
+    "RFC 7493, forbids and the ledger refuses)."
 )
-"""A deny reason as the ledger accepts it, as a JSON Schema (ECMA-262) pattern."""
 Digest = Annotated[str, Field(pattern=r"^(v[0-9]+:)?[0-9a-f]{64}$")]  # a v1 or v2 digest
 _CLOSED = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -76,8 +82,8 @@ class ProposeRequest(BaseModel):
             min_length=1,
             max_length=2000,
             description="The reason the agent gave (untrusted text, shown to reviewers as the "
-            "agent's; never part of the digest).",
-            # The ledger's rule (not blank, no NUL, no lone surrogate), stated in the schema.
+            f"agent's; never part of the digest). {REASON_RULE}",
+            # The ledger's rule, stated in the schema; enforced by the ledger.
             json_schema_extra={"pattern": REASON_PATTERN},
         ),
     ] = None
@@ -89,7 +95,10 @@ class ApproveRequest(BaseModel):
     model_config = _CLOSED
 
     digest: Digest
-    expires_in_s: Annotated[int, Field(ge=1, le=366 * 86_400)] = 3600
+    # 3600.0 is 3600, as JSON Schema counts it; 3600.5 is refused by the strict int.
+    expires_in_s: Annotated[int, Field(ge=1, le=366 * 86_400), BeforeValidator(whole_numbers)] = (
+        3600
+    )
 
     @property
     def expires_in(self) -> timedelta:
@@ -108,8 +117,9 @@ class DenyRequest(BaseModel):
         Field(
             min_length=1,
             max_length=500,
-            # What the ledger checks (check_reason), stated in the schema: not blank, no NUL,
-            # no lone surrogate. Enforced by the ledger, not by this model's validator.
+            description=f"Why the proposal is denied, shown to the agent. {REASON_RULE}",
+            # What the ledger checks (check_reason), stated in the schema. Enforced by the
+            # ledger, not by this model's validator.
             json_schema_extra={"pattern": REASON_PATTERN},
         ),
     ]

@@ -9,13 +9,14 @@ why it waits and when it expires.
 # No ``from __future__ import annotations``: FastAPI reads the route's annotations, and the
 # dependency they name is this function's argument, not a module global.
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
 
 from effectledger.app import EffectLedger
 from effectledger.callers.http.models import ID_PATTERN, ErrorBody
@@ -28,6 +29,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 422, 503)
 }
 Filter = Annotated[str | None, Query(pattern=ID_PATTERN, max_length=128)]
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339(value: object) -> object:
+    """Only an RFC 3339 time (the ``date-time`` format the document declares): pydantic alone
+    would also read ``0.5`` as seconds since 1970."""
+    if isinstance(value, str) and _RFC3339.fullmatch(value) is None:
+        raise ValueError("expiring_before must be an RFC 3339 time, such as 2026-01-01T09:00:00Z")
+    return value
 
 
 class PendingBody(BaseModel):
@@ -92,7 +102,11 @@ def add_queue_route(
         action: Filter = None,
         pool: Filter = None,
         proposer: Filter = None,
-        expiring_before: Annotated[AwareDatetime | None, Query()] = None,
+        expiring_before: Annotated[
+            AwareDatetime | None,
+            Query(description="an RFC 3339 time with its offset, such as 2026-01-01T09:00:00Z"),
+            BeforeValidator(_rfc3339),
+        ] = None,
         order: Annotated[Literal["expiring", "newest"], Query()] = "expiring",
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         after: Annotated[

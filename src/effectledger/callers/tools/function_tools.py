@@ -21,7 +21,6 @@ The tools are built on the public API: ``FunctionTools(ledger)`` over the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +50,12 @@ from effectledger.errors import (
     ToolArgumentsRejected,
 )
 from effectledger.model.authority import Correlation, Proposal
+from effectledger.model.json_text import (
+    MAX_JSON_BYTES,
+    check_depth,
+    read_json_object,
+    whole_numbers,
+)
 from effectledger.model.operations import Context, DispatchResult, OperationState
 from effectledger.model.results import EffectOutcome, EffectResult, TraceStep
 
@@ -68,8 +73,9 @@ __all__ = [
     "openai_responses_tools",
 ]
 
-MAX_ARGUMENTS_BYTES = 64 * 1024
+MAX_ARGUMENTS_BYTES = MAX_JSON_BYTES
 """Raw argument text longer than this is refused before it is parsed."""
+_WHAT = "tool arguments"
 
 _REPLAYS_KEPT = 1024
 """How many replayed answers a ``FunctionTools`` keeps serialized (then it starts afresh)."""
@@ -117,64 +123,25 @@ class ToolResult:
         return anthropic.answer(self.text, tool_use_id, self.is_error)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # A repeated key could show a reviewer one value and act on another: refuse it.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise InvalidInput(f"the arguments repeat the key {key!r}", field=key[:64])
-        result[key] = value
-    return result
-
-
-def _refuse_constant(name: str) -> Any:
-    raise InvalidInput(f"the arguments contain {name}, which is not JSON")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
-
-
-def _colons(arguments: str | bytes) -> int:
-    """How many colons the text holds: the fast parse is taken only when it equals the keys.
-
-    pydantic-core's parser keeps the last of repeated keys silently. Every key in JSON text is
-    followed by a colon, so when the text holds exactly as many colons as the parsed object has
-    keys, no key repeats and no nested object holds a key: that parse is the exact one. Anything
-    else (colons inside strings, nested objects, text it refuses) goes to the exact parser,
-    which names the problem.
-    """
-    return arguments.count(b":") if isinstance(arguments, bytes) else arguments.count(":")
-
-
 def parse_arguments(arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
-    """The model's arguments as an object: JSON text (OpenAI) or an already parsed mapping.
+    """The model's arguments as an object: JSON text (OpenAI) or an already parsed mapping
+    (Anthropic, MCP).
 
-    JSON text over :data:`MAX_ARGUMENTS_BYTES`, malformed, not an object, with a repeated key
-    or with NaN or Infinity is refused with :class:`~effectledger.errors.InvalidInput`.
+    Read by the one parser every caller uses (:mod:`effectledger.model.json_text`): text over
+    :data:`MAX_ARGUMENTS_BYTES`, malformed, not an object, with a repeated key, with NaN or
+    Infinity, or nested deeper than 64 levels is refused with
+    :class:`~effectledger.errors.InvalidInput`; a mapping is held to the same depth. A whole
+    number written as ``30.0`` is the integer 30, in text or in a mapping.
     """
     if isinstance(arguments, str | bytes):
-        if len(arguments) > MAX_ARGUMENTS_BYTES:
-            raise InvalidInput(f"tool arguments exceed {MAX_ARGUMENTS_BYTES} bytes")
-        try:  # the common case, proven equal to the exact parse (see _colons)
-            quick = pydantic_core.from_json(arguments, allow_inf_nan=False)
-            if type(quick) is dict and _colons(arguments) == len(quick):
-                return quick
-        except ValueError:
-            pass
-        try:
-            text = arguments.decode() if isinstance(arguments, bytes) else arguments
-            parsed = _DECODER.decode(text) if text.strip() else {}
-        except (ValueError, RecursionError):
-            raise InvalidInput("tool arguments are not valid JSON") from None
-    elif isinstance(arguments, Mapping):
-        parsed = dict(arguments)
-    elif arguments is None:
-        parsed = {}
-    else:
-        raise InvalidInput("tool arguments must be a JSON object")
-    if not isinstance(parsed, dict):
-        raise InvalidInput("tool arguments must be a JSON object")
-    return parsed
+        return read_json_object(arguments, what=_WHAT, max_bytes=MAX_ARGUMENTS_BYTES)
+    if isinstance(arguments, Mapping):
+        check_depth(arguments, what=_WHAT)
+        parsed: dict[str, Any] = whole_numbers(dict(arguments))
+        return parsed
+    if arguments is None:
+        return {}
+    raise InvalidInput(f"{_WHAT}: not a JSON object")
 
 
 def _only(definition: ToolDefinition, arguments: dict[str, Any]) -> None:
