@@ -27,6 +27,10 @@ figure: what was measured, its floor, their ratio, the goal and whether it was m
   against the executor's replay.
 * **calls per replay**: the Python function calls one repeated ``EffectLedger.perform`` makes,
   counted by cProfile (``api_replay.calls_per_call``): deterministic, whatever the machine.
+* **SQLite / PostgreSQL worker, claim batch 1 and 32 / floor**: one worker process dispatching
+  approved refunds, claiming one operation per transaction (as before batches) and 32 per
+  transaction, against the per-operation 4-commit floor of the same round
+  (``worker_batch.py``; the receiver's own count checks one effect per operation).
 * **bytes allocated per replay**: tracemalloc's peak above the baseline during one repeated
   ``EffectLedger.perform``, beside the raw read's (``api_replay.allocated``).
 * **calls and statements per perform**: a first-time ``EffectLedger.perform``'s Python calls
@@ -60,6 +64,7 @@ import group_commit
 import history
 import ledger_sqlite
 import profile_perform
+import worker_batch
 
 SETTINGS = {
     "quick": {
@@ -69,6 +74,8 @@ SETTINGS = {
         "repeat": 2,
         "replays": 3000,
         "group_ops": 160,
+        "worker_ops": 256,
+        "worker_rounds": 1,
         "allocations": 300,
         "history": 100_000,
     },
@@ -79,11 +86,16 @@ SETTINGS = {
         "repeat": 3,
         "replays": 5000,
         "group_ops": 480,
+        "worker_ops": 1024,
+        "worker_rounds": 3,
         "allocations": 1000,
         "history": 100_000,
     },
 }
 
+
+BATCH = 32
+"""The claim batch whose worker figure has a goal (``worker_batch.py``'s default)."""
 
 REPLAY_OVER_EXECUTOR = 1.3
 """A repeated ``EffectLedger.perform`` at most this many times the executor's replay (p50)."""
@@ -319,6 +331,28 @@ def group_figures(backend: str, url: str | None, ops: int, rounds: int) -> Figur
     )
 
 
+def worker_figures(backend: str, url: str | None, ops: int, rounds: int) -> list[Figure]:
+    """One worker process, claim batch 1 and 32, against the 4-commit floor, best round."""
+    name = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend]
+    runs = worker_batch.measure(backend, ops, rounds, BATCH, url)
+    figures = []
+    for claim_batch, goal in ((1, None), (BATCH, worker_batch.TARGET)):
+        path = f"batch {claim_batch}"
+        best = max(runs, key=lambda found: found[path].rate / found["floor"].rate)
+        mine, floor = best[path].rate, best["floor"].rate
+        figures.append(
+            Figure(
+                f"{name} worker, claim batch {claim_batch} / floor",
+                f"{mine:.0f} ops/s",
+                f"{floor:.0f} ops/s",
+                mine / floor,
+                "-" if goal is None else f">= {goal}x",
+                None if goal is None else mine / floor >= goal,
+            )
+        )
+    return figures
+
+
 def table(figures: list[Figure]) -> str:
     """The figures as one aligned text table."""
     head = ("figure", "measured", "floor", "ratio", "goal", "met?")
@@ -366,8 +400,13 @@ def main(argv: list[str] | None = None) -> int:
     figures.append(bytes_figure(chosen["history"]))
     sys.stderr.write("group commit, 16 performers\n")
     figures.append(group_figures("sqlite", None, chosen["group_ops"], chosen["rounds"]))
+    sys.stderr.write("one worker process claiming in batches\n")
+    figures += worker_figures("sqlite", None, chosen["worker_ops"], chosen["worker_rounds"])
     workers = [int(part) for part in args.workers.split(",")]
     if args.url:
+        figures += worker_figures(
+            "postgres", args.url, chosen["worker_ops"], chosen["worker_rounds"]
+        )
         figures.append(group_figures("postgres", args.url, chosen["group_ops"], chosen["repeat"]))
         sys.stderr.write("PostgreSQL perform and floor\n")
         figures += postgres_figures(args.url, chosen["pg_ops"], chosen["repeat"], workers)
@@ -382,10 +421,21 @@ def main(argv: list[str] | None = None) -> int:
                 "PostgreSQL 16 grouped performers / floor", "not run", "-", None, ">= 2.0x", None
             )
         )
+        figures.append(
+            Figure(
+                f"PostgreSQL worker, claim batch {BATCH} / floor",
+                "not run",
+                "-",
+                None,
+                f">= {worker_batch.TARGET}x",
+                None,
+            )
+        )
     print(
         f"effectledger figures, {'full' if args.full else 'quick'} run, {os.cpu_count()} CPUs: "
         f"each ratio is the best of {chosen['rounds']} SQLite rounds / {chosen['repeat']} "
-        "PostgreSQL runs, floor measured in the same run"
+        f"PostgreSQL runs ({chosen['worker_rounds']} for the worker rows), floor measured in the "
+        "same run"
     )
     print(table(figures))
     return 0

@@ -16,6 +16,7 @@ import pytest
 
 from effectledger import LedgerSettings, OperationState, Outcome, SimulatedReceiver, SubmitMode
 from effectledger._failpoints import CRASH_POINTS
+from tests.faults import test_batch_crash  # the module: its tests are collected there, once
 from tests.faults._harness import (
     CONTEXT,
     SIGKILLED,
@@ -322,6 +323,10 @@ COVERED: dict[str, Callable[..., None]] = {
     "after_lookup": test_crash_after_lookup_before_record_looks_up_again_next_window,
     "export_after_write": test_a_killed_exporter_resumes_without_gaps_or_duplicates,
     "after_group_commit": test_sixteen_grouped_performers_killed_lose_nothing_and_double_nothing,
+    **dict.fromkeys(
+        ("after_batch_claim", "mid_batch_sends", "after_batch_replies", "inside_batch_record"),
+        test_batch_crash.test_a_batch_worker_killed_loses_nothing_and_doubles_nothing,
+    ),
 }
 
 

@@ -156,11 +156,11 @@ def test_a_failing_pass_never_ends_its_loop(world: Refunds) -> None:
     original = world.app.dispatch_ready
     failures = iter([RuntimeError("boom")])
 
-    def flaky(*, limit: int = 100) -> list[object]:
+    def flaky(*, limit: int = 100, claim_batch: int = 1) -> list[object]:
         calls.release()
         for failure in failures:
             raise failure
-        return original(limit=limit)  # type: ignore[return-value]
+        return original(limit=limit, claim_batch=claim_batch)  # type: ignore[return-value]
 
     world.app.dispatch_ready = flaky  # type: ignore[method-assign]
     worker = Worker(world.app, WorkerSettings(recovery_threads=0, **FAST))

@@ -148,8 +148,9 @@ def test_sigterm_while_the_app_loads_stops_the_worker_with_exit_zero(
 def test_a_killed_worker_leaves_its_operation_for_another_to_reconcile(
     world: Refunds, store_url: str, tmp_path: Path
 ) -> None:
-    """A worker killed after the receiver answered, before recording, leaves the refund
-    IN_PROGRESS; another worker looks it up and records it SUCCEEDED without sending again."""
+    """A worker claiming one operation at a time killed after the receiver answered, before
+    recording, leaves the refund IN_PROGRESS; another worker looks it up and records it
+    SUCCEEDED without sending again."""
     (operation_id,) = world.ready(1)
     timing = {RECOVER_AFTER_VARIABLE: "1"}
     killed = start_worker(
@@ -157,6 +158,8 @@ def test_a_killed_worker_leaves_its_operation_for_another_to_reconcile(
         tmp_path,
         "--recovery-threads",
         "0",
+        "--claim-batch",
+        "1",
         env={**timing, "EFFECTLEDGER_CRASH_AT": "after_reply"},
     )
     killed.communicate(timeout=60)

@@ -308,9 +308,11 @@ class AsyncEffectLedger:
         """:meth:`EffectLedger.reconcile`, awaitable."""
         return await self._call(self.sync.reconcile, context, operation)
 
-    async def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+    async def dispatch_ready(
+        self, *, limit: int = 100, claim_batch: int = 1
+    ) -> list[DispatchResult]:
         """:meth:`EffectLedger.dispatch_ready`, awaitable."""
-        return await self._call(self.sync.dispatch_ready, limit=limit)
+        return await self._call(self.sync.dispatch_ready, limit=limit, claim_batch=claim_batch)
 
     async def recover(self, *, limit: int = 100) -> RecoveryReport:
         """:meth:`EffectLedger.recover`, awaitable."""

@@ -26,6 +26,7 @@ from typing import Any
 from effectledger.errors import InvalidInput
 from effectledger.ledger import LedgerSettings
 from effectledger.store import BACKENDS, redact
+from effectledger.workers.settings import CLAIM_BATCH
 
 __all__ = ["CONFIG_VARIABLE", "SETTINGS", "Config", "Setting", "load_config"]
 
@@ -192,6 +193,9 @@ SETTINGS: tuple[Setting, ...] = (
             unset="sealer-memory.json in the key directory"),
     Setting("worker", "batch", "EFFECTLEDGER_WORKER_BATCH", 100, _count(1, 10_000),
             "operations one pass takes at most"),
+    Setting("worker", "claim_batch", "EFFECTLEDGER_WORKER_CLAIM_BATCH", CLAIM_BATCH,
+            _count(1, 10_000), "READY operations of one destination claimed in one "
+            "transaction, sent together and recorded in one (1: each on its own)"),
     Setting("desk", "sso_issuer", "EFFECTLEDGER_SSO_ISSUER", None, _text,
             "the OpenID provider's issuer URL: the desk offers single sign-on through it",
             unset="off (API-key login only)"),

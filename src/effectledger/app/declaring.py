@@ -9,6 +9,7 @@ authority is its guard). :meth:`~effectledger.EffectLedger.action` and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Unpack, overload
 
@@ -22,6 +23,7 @@ from effectledger.actions.functions import (
 )
 from effectledger.actions.registry import Action, ActionRegistry
 from effectledger.authority import Authority
+from effectledger.authority.rechecks import dispatch_rechecks
 from effectledger.destinations import Destination
 from effectledger.destinations.function import SubmitFunction
 from effectledger.errors import DestinationMismatch, InvalidInput
@@ -164,7 +166,12 @@ class Declarations:
             raise InvalidInput(f"{ref.account_id} at {ref.endpoint} already has an adapter")
         self.destinations[ref] = destination
         self.executors[ref] = Executor(
-            self._authority.ledger, destination, guard=self._authority.dispatch_guard
+            self._authority.ledger,
+            destination,
+            guard=self._authority.dispatch_guard,
+            batch_guard=functools.partial(
+                dispatch_rechecks, self._authority.ledger, self._authority.registry
+            ),
         )
 
     def bind_all(self, destinations: Iterable[Destination]) -> None:

@@ -406,11 +406,11 @@ class EffectLedger:
             limit=limit
         )
 
-    def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+    def dispatch_ready(self, *, limit: int = 100, claim_batch: int = 1) -> list[DispatchResult]:
         """One pass of the guarded executors over READY operations (the trusted worker's step):
-        up to ``limit`` of them rechecked and performed once (:func:`~effectledger.app.passes.
-        dispatch_ready`)."""
-        return passes.dispatch_ready(self._declared, limit=limit)
+        up to ``limit`` of them rechecked and performed once, ``claim_batch`` of one destination
+        claimed per transaction (:func:`~effectledger.app.passes.dispatch_ready`)."""
+        return passes.dispatch_ready(self._declared, limit=limit, claim_batch=claim_batch)
 
     # -- evidence ------------------------------------------------------------------------
 

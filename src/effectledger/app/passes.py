@@ -28,20 +28,24 @@ if TYPE_CHECKING:
 __all__ = ["dispatch_ready", "export", "seal", "seal_pending"]
 
 
-def dispatch_ready(declared: Declarations, *, limit: int) -> list[DispatchResult]:
+def dispatch_ready(
+    declared: Declarations, *, limit: int, claim_batch: int = 1
+) -> list[DispatchResult]:
     """One pass of the guarded executors over READY operations, ``limit`` at most in all.
 
     Each operation admitted for a declared destination is rechecked (the dispatch-time recheck)
     and performed once; any number of processes may run this against one database, and a
-    racing claim wins cleanly.
+    racing claim wins cleanly. ``claim_batch``: operations of one destination claimed in one
+    transaction (:mod:`effectledger.workers.batches`; 1, one claim per transaction).
     """
     limit = validate_limit(limit)
+    claim_batch = validate_limit(claim_batch, "claim_batch")
     results: list[DispatchResult] = []
     for executor in list(declared.executors.values()):
         left = limit - len(results)
         if left <= 0:
             break
-        results.extend(executor.run_ready(limit=left))
+        results.extend(executor.run_ready(limit=left, claim_batch=claim_batch))
     return results
 
 

@@ -16,6 +16,7 @@ The proposal digest is ``digest("proposal", ...)`` (see :mod:`effectledger.model
 Modules: :mod:`~effectledger.authority.proposing` (proposals),
 :mod:`~effectledger.authority.decisions` (approvals and denials),
 :mod:`~effectledger.authority.running` (admission and its dispatch-time recheck),
+:mod:`~effectledger.authority.rechecks` (that recheck, of one operation or of a batch),
 :mod:`~effectledger.authority.capacity` (pool limits), behind the :class:`Authority` facade.
 """
 

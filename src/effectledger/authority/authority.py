@@ -35,10 +35,10 @@ from effectledger.authority.proposing import (
     proposal_row,
     propose_in,
 )
+from effectledger.authority.rechecks import recheck_stored
 from effectledger.authority.running import (
     admit_and_claim_in,
     deny_tampered_in,
-    recheck,
     run_admission,
 )
 from effectledger.authority.writes import write
@@ -374,16 +374,7 @@ class Authority:
             "proposal_get",
             {"tenant_id": operation.tenant_id, "proposal_id": operation.proposal_id},
         )
-        if row is None:
-            return "digest_mismatch"
-        try:
-            proposal = proposal_from_row(row)
-        except TamperedProposal:
-            return "digest_mismatch"
-        if proposal.operation_id != operation.operation_id:
-            return "digest_mismatch"
-        action = self.registry.get(proposal.action)
-        return recheck(worker, proposal, action, self.ledger.clock.now())
+        return recheck_stored(worker, operation, row, self.registry, self.ledger.clock.now())
 
     def set_capacity_limit(
         self, tenant_id: str, pool: str, units: int, *, actor: str = CAPACITY_ACTOR

@@ -75,6 +75,13 @@ _OPTIONS = (
         "connect() found: the key directory's, or $EFFECTLEDGER_LOG_KEY)",
     ),
     ("--batch", int, "batch", "operations one pass takes at most"),
+    (
+        "--claim-batch",
+        int,
+        "claim_batch",
+        "READY operations of one destination claimed in one transaction, sent together "
+        "(within the destination's concurrent_sends) and recorded in one; 1 for each on its own",
+    ),
 )
 """Each loop option: its flag, type, configuration key and meaning."""
 
@@ -132,6 +139,7 @@ def worker_from(ledger: EffectLedger, args: argparse.Namespace) -> Worker:
         seal_witnesses=config["seal_witnesses"],
         sealer_memory=getattr(args, "sealer_memory", None) or config["sealer_memory"],
         batch=chosen("batch"),
+        claim_batch=chosen("claim_batch"),
     )
     return Worker(ledger, settings)
 

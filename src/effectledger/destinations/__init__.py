@@ -3,22 +3,38 @@
 A destination is bound to one authenticated account and endpoint. The executor and the
 recovery worker call :func:`ensure_matches` before every submit and every lookup, so an adapter
 reconfigured to another account or endpoint blocks both paths instead of sending elsewhere.
+
+An adapter may declare ``concurrent_sends``, how many submissions it takes at once (a whole
+number from 1 to :data:`MAX_CONCURRENT_SENDS`): a worker that claims in batches sends at most
+that many of a batch together (:func:`concurrent_sends`). An adapter that declares nothing gets
+one submission at a time, as every adapter had before batches: only its author knows whether it
+may be called from several threads and what the system behind it allows.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from effectledger.errors import DeliveryUncertain, DestinationMismatch, DestinationUnavailable
+from effectledger.errors import (
+    DeliveryUncertain,
+    DestinationMismatch,
+    DestinationUnavailable,
+    InvalidInput,
+)
 from effectledger.model.operations import Command, DestinationRef, Observation
 
 __all__ = [
+    "MAX_CONCURRENT_SENDS",
     "BoundDestination",
     "DeliveryUncertain",
     "Destination",
     "DestinationUnavailable",
+    "concurrent_sends",
     "ensure_matches",
 ]
+
+MAX_CONCURRENT_SENDS = 256
+"""The most submissions an adapter may declare it takes at once."""
 
 
 @runtime_checkable
@@ -78,3 +94,23 @@ def ensure_matches(destination: Destination, expected: DestinationRef) -> None:
             expected_account=expected.account_id,
             expected_endpoint=expected.endpoint,
         )
+
+
+def concurrent_sends(destination: object) -> int:
+    """How many submissions ``destination`` takes at once: its ``concurrent_sends``, else 1.
+
+    Raises :class:`InvalidInput` (field ``concurrent_sends``) for a declaration that is not a
+    whole number from 1 to :data:`MAX_CONCURRENT_SENDS`.
+    """
+    value = getattr(destination, "concurrent_sends", 1)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_CONCURRENT_SENDS
+    ):
+        raise InvalidInput(
+            f"a destination's concurrent_sends must be a whole number from 1 to "
+            f"{MAX_CONCURRENT_SENDS}",
+            field="concurrent_sends",
+        )
+    return value

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from effectledger.destinations import BoundDestination
+from effectledger.destinations import concurrent_sends as checked_sends
 from effectledger.destinations.http_contract import HttpContract, StatusRule
 from effectledger.destinations.http_deadline import DeadlineTransport
 from effectledger.destinations.http_exchange import (
@@ -108,6 +109,8 @@ class HttpDestination(BoundDestination):
     ``clock`` (monotonic seconds) measures the replay window; tests may inject one.
     Sync calls use one connection pool per thread (:meth:`close` closes them); async calls use
     one pool bound to the running event loop (:meth:`aclose` it before that loop ends).
+    ``concurrent_sends``: how many submissions a worker that claims in batches sends at once
+    (1, one after another, unless the system behind the endpoint is known to take more).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class HttpDestination(BoundDestination):
         clock: Callable[[], float] = time.monotonic,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        concurrent_sends: int = 1,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise InvalidInput("endpoint must be an http:// or https:// URL", field="endpoint")
@@ -141,6 +145,8 @@ class HttpDestination(BoundDestination):
                 raise InvalidInput(f"{name} must be in (0, 600] seconds", field=name)
         if not actions:
             raise InvalidInput("an HTTP destination needs at least one action", field="actions")
+        self.concurrent_sends = concurrent_sends
+        checked_sends(self)
         self._account_id = account_id
         self._endpoint = endpoint.rstrip("/")
         self.actions = dict(actions)

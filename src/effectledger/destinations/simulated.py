@@ -22,6 +22,7 @@ from pathlib import Path
 
 from effectledger._failpoints import crash_point
 from effectledger.destinations import BoundDestination
+from effectledger.destinations import concurrent_sends as checked_sends
 from effectledger.errors import (
     DeliveryUncertain,
     DestinationUnavailable,
@@ -121,8 +122,12 @@ class SimulatedReceiver(BoundDestination):
         reply_delay_s: float = 0.0,
         synchronous: str = "FULL",
         create: bool = True,
+        concurrent_sends: int = 4,
     ) -> None:
         """Open the receiver's file at ``path``, creating it unless ``create`` is false.
+
+        ``concurrent_sends``: how many submissions a batch worker sends it at once (each thread
+        has its own connection to the file, whose writes SQLite serializes).
 
         With ``create=False`` only an existing receiver file is opened: a missing path raises
         :class:`~effectledger.errors.NotFound`, a directory or a file that is not a receiver's
@@ -131,6 +136,8 @@ class SimulatedReceiver(BoundDestination):
         # Refuses a malformed account or endpoint (a control character, a lone surrogate) with
         # invalid_input here, not with an encoding error at the first submission.
         DestinationRef(account_id=account_id, endpoint=endpoint)
+        self.concurrent_sends = concurrent_sends
+        checked_sends(self)
         self.path = Path(path)
         self._account_id = account_id
         self._endpoint = endpoint
@@ -143,6 +150,7 @@ class SimulatedReceiver(BoundDestination):
             )
         self._synchronous = synchronous.upper()
         self._local = threading.local()
+        self._writing = threading.Lock()
         self._create = create
         if create:
             self._connect().executescript(read_sql("simulated", "schema.sql"))
@@ -194,62 +202,68 @@ class SimulatedReceiver(BoundDestination):
         """Perform ``command`` once under ``key`` (see the fault modes)."""
         mode = self.submit_mode
         connection = self._connect()
-        connection.execute(_SQL["begin_write"])
-        try:
-            self._count(connection, "submissions")
-            if mode is SubmitMode.LOSE_REQUEST:
-                connection.execute(_SQL["commit"])
-                raise DeliveryUncertain("the request was lost on the way")
-            if mode is SubmitMode.PERMANENT_REJECT:
-                connection.execute(_SQL["commit"])
-                return Observation(
-                    outcome=Outcome.PERMANENT_REJECTION,
-                    evidence_reference=f"receiver-reject/{key}",
+        print_ = fingerprint(command)
+        # This process's threads take the file's one write lock in turn, never SQLite's busy
+        # handler, which sleeps whole milliseconds between tries.
+        with self._writing:
+            connection.execute(_SQL["begin_write"])
+            try:
+                self._count(connection, "submissions")
+                if mode is SubmitMode.LOSE_REQUEST:
+                    connection.execute(_SQL["commit"])
+                    raise DeliveryUncertain("the request was lost on the way")
+                if mode is SubmitMode.PERMANENT_REJECT:
+                    connection.execute(_SQL["commit"])
+                    return Observation(
+                        outcome=Outcome.PERMANENT_REJECTION,
+                        evidence_reference=f"receiver-reject/{key}",
+                    )
+                if mode is SubmitMode.RETRYABLE_REJECT:
+                    connection.execute(_SQL["commit"])
+                    return Observation(
+                        outcome=Outcome.RETRYABLE_REJECTION,
+                        evidence_reference=f"receiver-throttle/{key}",
+                    )
+                existing = connection.execute(_SQL["effect_by_key"], {"key": key}).fetchone()
+                other = existing is not None and (
+                    existing[0] != print_ or existing[2] != command.digest
                 )
-            if mode is SubmitMode.RETRYABLE_REJECT:
+                if other:
+                    self._count(connection, "conflicts")
+                    connection.execute(_SQL["commit"])
+                    return Observation(
+                        outcome=Outcome.PERMANENT_REJECTION,
+                        evidence_reference=f"receiver-conflict/{key}",
+                    )
+                if existing is None:
+                    reference = self.receipt(key)
+                    amount, unit = _amount_and_unit(command)
+                    connection.execute(
+                        _SQL["effect_insert"],
+                        {
+                            "key": key,
+                            "fingerprint": print_,
+                            "command_json": canonical_bytes(
+                                {"action": command.action, "arguments": command.arguments}
+                            ).decode(),
+                            "provider_reference": reference,
+                            "created_ns": time.time_ns(),
+                            "operation_id": command.operation_id,
+                            "proposal_id": command.proposal_id,
+                            "approval_id": command.approval_id,
+                            "digest": command.digest,
+                            "amount": amount,
+                            "unit": unit,
+                        },
+                    )
+                else:
+                    reference = existing[1]
+                    self._count(connection, "replays")
                 connection.execute(_SQL["commit"])
-                return Observation(
-                    outcome=Outcome.RETRYABLE_REJECTION,
-                    evidence_reference=f"receiver-throttle/{key}",
-                )
-            print_ = fingerprint(command)
-            existing = connection.execute(_SQL["effect_by_key"], {"key": key}).fetchone()
-            if existing is not None and (existing[0] != print_ or existing[2] != command.digest):
-                self._count(connection, "conflicts")
-                connection.execute(_SQL["commit"])
-                return Observation(
-                    outcome=Outcome.PERMANENT_REJECTION,
-                    evidence_reference=f"receiver-conflict/{key}",
-                )
-            if existing is None:
-                reference = self.receipt(key)
-                amount, unit = _amount_and_unit(command)
-                connection.execute(
-                    _SQL["effect_insert"],
-                    {
-                        "key": key,
-                        "fingerprint": print_,
-                        "command_json": canonical_bytes(
-                            {"action": command.action, "arguments": command.arguments}
-                        ).decode(),
-                        "provider_reference": reference,
-                        "created_ns": time.time_ns(),
-                        "operation_id": command.operation_id,
-                        "proposal_id": command.proposal_id,
-                        "approval_id": command.approval_id,
-                        "digest": command.digest,
-                        "amount": amount,
-                        "unit": unit,
-                    },
-                )
-            else:
-                reference = existing[1]
-                self._count(connection, "replays")
-            connection.execute(_SQL["commit"])
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute(_SQL["rollback"])
-            raise
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute(_SQL["rollback"])
+                raise
         crash_point("destination_committed")
         if self.reply_delay_s:
             time.sleep(self.reply_delay_s)
@@ -264,7 +278,8 @@ class SimulatedReceiver(BoundDestination):
     def lookup(self, key: str) -> Observation:
         """Say what was done under ``key``: Accepted with a receipt, or Unknown."""
         connection = self._connect()
-        self._count(connection, "lookups")
+        with self._writing:
+            self._count(connection, "lookups")
         if self.lookup_mode is LookupMode.FAIL:
             raise DestinationUnavailable("the receiver did not answer the lookup")
         if self.lookup_mode is LookupMode.UNKNOWN:

@@ -20,7 +20,7 @@ from effectledger.ledger.settings import LedgerParts
 from effectledger.ledger.stored import result_from_row
 from effectledger.ledger.trail import key, now_us, write_transition
 from effectledger.ledger.uncertain_commit import landed
-from effectledger.ledger.validation import unrecordable
+from effectledger.ledger.validation import recordable
 from effectledger.model.operations import (
     Attempt,
     DispatchResult,
@@ -167,11 +167,7 @@ def record(
     reconciled: bool,
 ) -> DispatchResult:
     """Record what the destination said about ``attempt`` (see :meth:`Ledger.record`)."""
-    evidence = getattr(observation, "evidence", None)  # not an Observation: unrecordable
-    if evidence is not None:  # the answer itself: kept with the event, below
-        observation = replace(observation, evidence_reference=evidence.reference)
-    problem = unrecordable(observation)
-    reported: object = None
+    observation, problem, reported = recordable(observation)
     if problem is not None:
         log.warning(
             "unrecordable reply for %s/%s recorded as Unknown: %s",
@@ -179,8 +175,6 @@ def record(
             attempt.operation_id,
             problem,
         )
-        reported = getattr(observation, "outcome", None)
-        observation = Observation.unknown()
     written: list[tuple[str, DispatchResult]] = []
     body = functools.partial(
         record_in,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from effectledger.display import unprintable
 from effectledger.errors import InvalidInput
 from effectledger.model.operations import Context, Observation, Outcome, is_identifier
@@ -9,6 +11,7 @@ from effectledger.model.operations import Context, Observation, Outcome, is_iden
 __all__ = [
     "MAX_REFERENCE_LENGTH",
     "checked_context",
+    "recordable",
     "reference",
     "reference_problem",
     "unrecordable",
@@ -67,3 +70,19 @@ def unrecordable(observation: object) -> str | None:
         if observation.evidence_reference is None:
             return "evidence_reference:missing"
     return None
+
+
+def recordable(observation: Observation) -> tuple[Observation, str | None, object]:
+    """A destination's reply as the ledger records it: ``(observation, problem, reported)``.
+
+    A reply that carries its evidence gets that evidence's reference. A reply that cannot be
+    recorded as it stands (:func:`unrecordable`) becomes Unknown, with the ``problem`` and the
+    outcome it ``reported``; otherwise both are ``None``.
+    """
+    evidence = getattr(observation, "evidence", None)  # not an Observation: unrecordable
+    if evidence is not None:  # the answer itself: kept with the event
+        observation = replace(observation, evidence_reference=evidence.reference)
+    problem = unrecordable(observation)
+    if problem is None:
+        return observation, None, None
+    return Observation.unknown(), problem, getattr(observation, "outcome", None)

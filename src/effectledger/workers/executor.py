@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -36,7 +36,15 @@ from effectledger.model.operations import (
     validate_limit,
 )
 
-__all__ = ["PERFORMED", "RELEASED", "REPLAYED", "DispatchGuard", "ExecutionStep", "Executor"]
+__all__ = [
+    "PERFORMED",
+    "RELEASED",
+    "REPLAYED",
+    "BatchGuard",
+    "DispatchGuard",
+    "ExecutionStep",
+    "Executor",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,11 @@ operation's tenant>, actor_id=<executor_id>)``, no roles) and the operation as s
 asked for the dispatch: permission was decided at admission and travels with the operation (its
 consumed approval or recorded policy tier), so the recheck never stands in for the requester.
 """
+
+BatchGuard = Callable[[Sequence[tuple[Context, Operation]]], "list[str | None]"]
+"""The dispatch-time recheck of a batch: for each ``(worker, operation)``, in order, the reason
+the :data:`DispatchGuard` of the same executor would give, or ``None`` (it may read what it
+needs for all of them at once)."""
 
 PERFORMED = "performed"
 _REFUSED = (OperationState.REJECTED, OperationState.RETRY_PENDING)
@@ -70,12 +83,22 @@ class ExecutionStep:
     taken: str
 
 
+def explained(result: DispatchResult, observation: Observation) -> DispatchResult:
+    """``result`` with the destination's reason when it refused: the caller is told why nothing
+    was accepted, not only that it was not."""
+    if result.state in _REFUSED and observation.outcome in _REJECTIONS:
+        return replace(result, rejection=observation.reason or observation.outcome.value)
+    return result
+
+
 class Executor:
     """Performs admitted operations through one destination adapter.
 
     ``guard`` is the dispatch-time recheck (expiry, resource version, permission; see
     :meth:`effectledger.authority.Authority.dispatch_guard`): an operation it objects to is
-    RELEASED and the destination is never contacted.
+    RELEASED and the destination is never contacted. ``batch_guard``, when given, is the same
+    recheck of a whole batch (:func:`effectledger.authority.rechecks.dispatch_rechecks`), used
+    by ``run_ready`` with ``claim_batch`` above 1.
     """
 
     def __init__(
@@ -85,11 +108,13 @@ class Executor:
         *,
         executor_id: str = DISPATCH_WORKER,
         guard: DispatchGuard | None = None,
+        batch_guard: BatchGuard | None = None,
     ) -> None:
         self.ledger = ledger
         self.destination = destination
         self.executor_id = executor_id
         self.guard = guard
+        self.batch_guard = batch_guard
         self._bound: DestinationRef | None = None
 
     def execute(self, context: Context, operation_id: str) -> DispatchResult:
@@ -183,7 +208,7 @@ class Executor:
             bound = self._bound = DestinationRef(account_id=account_id, endpoint=endpoint)
         return bound
 
-    def run_ready(self, *, limit: int = 100) -> list[DispatchResult]:
+    def run_ready(self, *, limit: int = 100, claim_batch: int = 1) -> list[DispatchResult]:
         """Perform up to ``limit`` READY operations bound to this executor's destination, once each.
 
         Operations are claimed one per transaction with :meth:`Ledger.claim_next`, which skips
@@ -191,8 +216,16 @@ class Executor:
         run this loop against one database. Returns what was recorded for each operation taken
         (performed or released by this call; one a racing executor took is left out). With a
         dispatch ``guard`` each operation is rechecked before its claim instead.
+
+        ``claim_batch`` above 1 claims up to that many operations in one transaction, sends them
+        together within the adapter's limit and records their replies in one transaction
+        (:func:`effectledger.workers.batches.run_batches`); 1 is the path described above.
         """
         limit = validate_limit(limit)
+        if validate_limit(claim_batch, "claim_batch") > 1:
+            from effectledger.workers.batches import run_batches
+
+            return run_batches(self, limit=limit, claim_batch=claim_batch)
         bound = self._binding()
         results: list[DispatchResult] = []
         if self.guard is not None:
@@ -263,11 +296,15 @@ class Executor:
         claimed state, IN_PROGRESS, which reads as uncertain, and recovery looks the attempt up
         once its ``recover_after`` is due.
         """
-        operation_id = prepared.operation_id
         ensure_matches(self.destination, prepared.destination)
+        return self._recorded(prepared, self._send(prepared))
+
+    def _send(self, prepared: PreparedAttempt) -> Observation:
+        """Submit one committed claim whose destination the caller checked against the adapter
+        (:func:`~effectledger.destinations.ensure_matches`); the answer, Unknown if it raised."""
         if telemetry.quiet():  # no provider is set: no span to open, no counter to add
-            observation = self._submit(prepared)
-            return self._recorded(prepared, observation)
+            return self._submit(prepared)
+        operation_id = prepared.operation_id
         with telemetry.span(
             "submit",
             linked=partial(traces.admitted, self.ledger.store, prepared.tenant_id, operation_id),
@@ -280,16 +317,12 @@ class Executor:
             observation = self._submit(prepared)
             span.set(outcome=telemetry.outcome_of(observation))
         telemetry.count("submissions", outcome=telemetry.outcome_of(observation))
-        return self._recorded(prepared, observation)
+        return observation
 
     def _recorded(self, prepared: PreparedAttempt, observation: Observation) -> DispatchResult:
         """Record what the destination answered, once its reply is in hand."""
         crash_point("after_reply")
-        result = self._record(prepared, observation)
-        if result.state in _REFUSED and observation.outcome in _REJECTIONS:
-            # The caller is told why nothing was accepted, not only that it was not.
-            return replace(result, rejection=observation.reason or observation.outcome.value)
-        return result
+        return explained(self._record(prepared, observation), observation)
 
     def _submit(self, prepared: PreparedAttempt) -> Observation:
         """The destination's answer to one submission; Unknown if it raised."""

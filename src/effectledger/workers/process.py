@@ -4,7 +4,10 @@
 destinations it declares, three loops, each with its own interval and number of threads:
 
 * **dispatch**: :meth:`EffectLedger.dispatch_ready`, the guarded executor over READY
-  operations (the dispatch-time recheck runs before every claim);
+  operations (the dispatch-time recheck runs before every claim), claiming up to
+  ``claim_batch`` operations of one destination per transaction, sending them together within
+  the adapter's ``concurrent_sends`` and recording their replies in one transaction
+  (:mod:`effectledger.workers.batches`);
 * **recovery**: :meth:`EffectLedger.recover`, lookups of due uncertain attempts by their
   persisted key, never a resubmission, and escalation to MANUAL_REVIEW of what the lookups
   cannot settle;
@@ -15,10 +18,11 @@ A loop that finds a full batch goes again at once, otherwise it waits its interv
 store does not answer (:class:`~effectledger.errors.StorageError`) a loop backs off, doubling
 its wait up to a bound, and resumes when the store returns. :meth:`Worker.stop` (the
 ``effectledger worker`` command calls it on SIGTERM and SIGINT) lets each thread finish the
-operation in hand and start nothing new: an operation is either recorded or left claimed with
+pass in hand and start nothing new: an operation is either recorded or left claimed with
 its ``recover_after``, which recovery looks up; nothing is half-recorded because every step is
 one transaction. Any number of workers on any number of hosts share one PostgreSQL database:
-claims are conditional updates and lookups are reserved with ``FOR UPDATE SKIP LOCKED``.
+claims are conditional updates, batch claims and lookups skip what another worker holds
+(``FOR UPDATE SKIP LOCKED``).
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ __all__ = ["LoopTotals", "Passes", "Worker"]
 class Passes(Protocol):
     """The three passes a worker runs: what :class:`~effectledger.EffectLedger` offers."""
 
-    def dispatch_ready(self, *, limit: int = 100) -> list[DispatchResult]:
-        """Perform up to ``limit`` READY operations once each, rechecked."""
+    def dispatch_ready(self, *, limit: int = 100, claim_batch: int = 1) -> list[DispatchResult]:
+        """Perform up to ``limit`` READY operations once each, rechecked, ``claim_batch`` of
+        one destination claimed per transaction."""
         ...
 
     def recover(self, *, limit: int = 100) -> RecoveryReport:
@@ -158,7 +163,11 @@ class Worker:
 
     def dispatch_pass(self) -> int:
         """One pass of the guarded executor; the number of operations taken."""
-        taken = len(self.ledger.dispatch_ready(limit=self.settings.batch))
+        taken = len(
+            self.ledger.dispatch_ready(
+                limit=self.settings.batch, claim_batch=self.settings.claim_batch
+            )
+        )
         if taken:
             log.info("dispatch: %d operation(s) taken", taken)
         return taken

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from effectledger.errors import InvalidInput
 
-__all__ = ["WorkerSettings"]
+__all__ = ["CLAIM_BATCH", "WorkerSettings"]
+
+CLAIM_BATCH = 32
+"""The dispatch loop's default claim batch (docs/scaling.md, "Claiming in batches", has the
+figures it was chosen from)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,8 +24,12 @@ class WorkerSettings:
     ``seal_witnesses``: ``URL=KEY`` of each witness that cosigns the checkpoints (none).
     ``sealer_memory``: the file where the sealer keeps the last tree it signed per log
     (``None``: the ledger's own, ``sealer-memory.json`` in its key directory).
-    ``batch``: operations a pass takes at most. ``backoff_initial`` / ``backoff_max``: the first
-    and the longest wait while the store does not answer (doubling in between).
+    ``batch``: operations a pass takes at most. ``claim_batch``: READY operations of one
+    destination the dispatch loop claims in one transaction, sends together (within the
+    adapter's ``concurrent_sends``) and records in one transaction; 1 claims, sends and records
+    each operation on its own (:mod:`effectledger.workers.batches`). ``backoff_initial`` /
+    ``backoff_max``: the first and the longest wait while the store does not answer (doubling
+    in between).
     """
 
     dispatch_interval: float = 1.0
@@ -32,6 +40,7 @@ class WorkerSettings:
     seal_witnesses: tuple[str, ...] = ()
     sealer_memory: str | None = None
     batch: int = 100
+    claim_batch: int = CLAIM_BATCH
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
 
@@ -58,6 +67,10 @@ class WorkerSettings:
             raise InvalidInput("batch must be a whole number", field="batch")
         if not 1 <= self.batch <= 10_000:
             raise InvalidInput("batch must be from 1 to 10000", field="batch")
+        if isinstance(self.claim_batch, bool) or not isinstance(self.claim_batch, int):
+            raise InvalidInput("claim_batch must be a whole number", field="claim_batch")
+        if not 1 <= self.claim_batch <= 10_000:
+            raise InvalidInput("claim_batch must be from 1 to 10000", field="claim_batch")
         if self.backoff_max < self.backoff_initial:
             raise InvalidInput("backoff_max must not be below backoff_initial", field="backoff_max")
 

@@ -209,6 +209,55 @@ ORDER BY created_us, tenant_id, operation_id
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
+-- name: operations_ready_batch
+-- Up to :limit READY operations of one destination after a position in the queue, oldest
+-- first, with every column their claims check: what a batch claimer rechecks before its claim
+-- transaction (bounded by the limit and the partial index of READY operations).
+SELECT * FROM operations
+WHERE state = 'READY'
+  AND destination_account = %(destination_account)s
+  AND destination_endpoint = %(destination_endpoint)s
+  AND (created_us, tenant_id, operation_id)
+      > (%(after_us)s, %(after_tenant)s, %(after_operation)s)
+ORDER BY created_us, tenant_id, operation_id
+LIMIT %(limit)s;
+
+-- name: operations_lock_ready_batch
+-- The operations of a batch claim (:keys, a JSON array of [tenant_id, operation_id]) that are
+-- still READY and that no other executor holds, locked in queue order: one another claimer has
+-- locked is skipped, never waited for.
+SELECT * FROM operations
+WHERE (tenant_id, operation_id) IN (
+        SELECT key ->> 0, key ->> 1 FROM jsonb_array_elements(%(keys)s::jsonb) AS key)
+  AND state = 'READY'
+ORDER BY created_us, tenant_id, operation_id
+FOR UPDATE SKIP LOCKED;
+
+-- name: events_for_operations
+-- events_for_operation for each operation of a batch (:keys, a JSON array of [tenant_id,
+-- operation_id]) in one read: the same columns, by operation, each trail in sequence order.
+SELECT e.*, l.leaf_hash AS sealed_leaf,
+       (SELECT max(s.sequence) FROM log_entries AS s
+        WHERE s.tenant_id = e.tenant_id AND s.operation_id = e.operation_id) AS sealed_through
+FROM audit_events AS e
+LEFT JOIN log_entries AS l
+  ON l.tenant_id = e.tenant_id AND l.operation_id = e.operation_id AND l.sequence = e.sequence
+WHERE (e.tenant_id, e.operation_id) IN (
+        SELECT key ->> 0, key ->> 1 FROM jsonb_array_elements(%(keys)s::jsonb) AS key)
+ORDER BY e.tenant_id, e.operation_id, e.sequence;
+
+-- name: proposals_for_batch
+-- proposal_get for each proposal of a batch (:keys, a JSON array of [tenant_id, proposal_id]).
+SELECT * FROM proposals
+WHERE (tenant_id, proposal_id) IN (
+        SELECT key ->> 0, key ->> 1 FROM jsonb_array_elements(%(keys)s::jsonb) AS key);
+
+-- name: approvals_for_batch
+-- approval_get for each approval of a batch (:keys, a JSON array of [tenant_id, approval_id]).
+SELECT * FROM approvals
+WHERE (tenant_id, approval_id) IN (
+        SELECT key ->> 0, key ->> 1 FROM jsonb_array_elements(%(keys)s::jsonb) AS key);
+
 -- name: attempt_insert
 INSERT INTO attempts (
     tenant_id, operation_id, attempt_id, executor_id, destination_account, destination_endpoint,
