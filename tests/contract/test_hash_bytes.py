@@ -28,7 +28,6 @@ from effectledger.sql import migrations
 from effectledger.store import Store, open_store
 from effectledger.store.copying import RENUMBERED, TABLES, access
 from effectledger.store.hashes import HASH_COLUMNS, pack_hash, unpack_hash
-from effectledger.store.postgres import PostgresStore
 from tests.conftest import STORE_OPTIONS, make_store_url
 from tests.races.world import AGENT, REFUND_30, approver, build, close
 from tests.support.evidence import SIGNER, VERIFIER_KEY, make_history
@@ -90,11 +89,8 @@ def _at_migration_14(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
                 module, "migrations", lambda dialect: [m for m in migrations(dialect) if m[0] <= 14]
             )
         store = open_store(url, migrate=False)
-        try:
-            if isinstance(store, PostgresStore):  # one by one, as then: not today's schema.sql
-                store.migrate(replay=True)
-            else:
-                store.migrate()
+        try:  # one by one, as then: not today's schema.sql
+            store.migrate(replay=True)
         finally:
             store.close()
 

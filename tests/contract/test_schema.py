@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from importlib import resources
@@ -17,6 +20,7 @@ from psycopg import sql
 from effectledger.sql import DIALECTS, load_queries, migrations, schema
 from effectledger.store import open_store
 from effectledger.store.postgres import PostgresStore
+from effectledger.store.sqlite import SQLiteStore
 from tests.conftest import drop_postgres_schema, postgres_schema, require_postgres, with_options
 
 _SQLITE_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
@@ -80,14 +84,26 @@ def _sqlite_description(path: Path) -> list[tuple[str, str, str, str]]:
 
 
 def test_sqlite_migrations_replay_to_schema_sql(tmp_path: Path) -> None:
-    """Replaying every SQLite migration gives exactly the objects of schema.sql."""
-    migrated, declared = tmp_path / "migrated.db", tmp_path / "declared.db"
-    open_store(f"sqlite:///{migrated}").close()
+    """Replaying every SQLite migration gives exactly the objects of schema.sql, and so does a
+    new ledger, which gets schema.sql in one transaction with every migration recorded."""
+    migrated, declared, fresh = (tmp_path / f"{name}.db" for name in ("old", "declared", "new"))
+    replayed = SQLiteStore.from_url(f"sqlite:///{migrated}", migrate=False)
+    try:
+        assert replayed.migrate(replay=True) == [version for version, _, _ in migrations("sqlite")]
+    finally:
+        replayed.close()
     with sqlite3.connect(declared) as connection:
         connection.executescript(schema("sqlite"))
     connection.close()
     assert _sqlite_description(migrated) == _sqlite_description(declared)
     assert len(_sqlite_description(declared)) >= 9
+    open_store(f"sqlite:///{fresh}").close()
+    assert _sqlite_description(fresh) == _sqlite_description(declared)
+    recorded = "SELECT version, name FROM schema_migrations ORDER BY version"
+    with sqlite3.connect(fresh) as one, sqlite3.connect(migrated) as other:
+        assert one.execute(recorded).fetchall() == other.execute(recorded).fetchall()
+    one.close()
+    other.close()
 
 
 # -- PostgreSQL --------------------------------------------------------------------------
@@ -210,3 +226,70 @@ def test_concurrent_migrations_apply_each_version_once(postgres_url: str) -> Non
         assert store.migrate() == []
     finally:
         store.close()
+
+
+_MIGRATE_IN_A_PROCESS = """
+import json, sys
+from effectledger.store.sqlite import SQLiteStore
+store = SQLiteStore.from_url(sys.argv[1], migrate=False)
+try:
+    print(json.dumps(store.migrate()))
+finally:
+    store.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_new_sqlite_ledger_opened_at_once_records_each_migration_once(tmp_path: Path) -> None:
+    """Sixteen threads, then four processes, migrating one brand-new SQLite file at once: one
+    of them gives it the current schema, every version is applied once and recorded once."""
+    every = [version for version, _, _ in migrations("sqlite")]
+    recorded = "SELECT version, count(*) FROM schema_migrations GROUP BY version ORDER BY version"
+    declared = tmp_path / "declared.db"
+    with sqlite3.connect(declared) as connection:
+        connection.executescript(schema("sqlite"))
+    connection.close()
+
+    def check(path: Path, applied: list[list[int]]) -> None:
+        assert sorted(version for versions in applied for version in versions) == every
+        with sqlite3.connect(path) as connection:
+            assert connection.execute(recorded).fetchall() == [(version, 1) for version in every]
+        connection.close()
+        assert _sqlite_description(path) == _sqlite_description(declared)
+
+    threaded = tmp_path / "threads.db"
+    start = threading.Barrier(16)
+    applied: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def migrate() -> None:
+        store = SQLiteStore.from_url(f"sqlite:///{threaded}", migrate=False)
+        try:
+            start.wait()
+            applied.append(store.migrate())
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=migrate) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    check(threaded, applied)
+
+    spawned = tmp_path / "processes.db"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MIGRATE_IN_A_PROCESS, f"sqlite:///{spawned}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    answers = [child.communicate(timeout=120) for child in children]
+    assert [child.returncode for child in children] == [0] * 4, answers
+    check(spawned, [json.loads(out) for out, _ in answers])

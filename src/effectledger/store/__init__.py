@@ -93,8 +93,12 @@ class Store(Protocol):
         """One autocommit read: the fast path for status checks and replays."""
         ...
 
-    def migrate(self) -> list[int]:
-        """Apply the pending schema migrations, each once even under concurrency; return them."""
+    def migrate(self, *, replay: bool = False) -> list[int]:
+        """Apply the pending schema migrations, each once even under concurrency; return them.
+
+        A new ledger gets the current schema in one transaction with every migration recorded;
+        ``replay`` applies the migrations one by one instead (the schema tests compare the
+        two)."""
         ...
 
     def close(self) -> None:

@@ -371,8 +371,11 @@ class SQLiteStore:
 
     # -- schema --------------------------------------------------------------------------
 
-    def migrate(self) -> list[int]:
-        """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied."""
+    def migrate(self, *, replay: bool = False) -> list[int]:
+        """Apply pending migrations in one ``BEGIN IMMEDIATE`` each; return those applied.
+
+        A new ledger gets the current schema in one ``BEGIN IMMEDIATE``, unless ``replay``
+        (:func:`effectledger.store.sqlite_schema.apply_migrations`)."""
         entry = self._borrow()
         try:
             if sqlite_schema.up_to_date(
@@ -381,7 +384,7 @@ class SQLiteStore:
                 return []
             self._refuse_if_read_only(entry, "migrate")
             try:
-                return apply_migrations(entry.connection, self._own)
+                return apply_migrations(entry.connection, self._own, replay=replay)
             except sqlite3.Error as exc:
                 raise translate(exc, "migrate") from exc
         finally:
