@@ -138,9 +138,15 @@ def drop_postgres_schema(schema: str) -> None:
 def _collect_after_each_module() -> Iterator[None]:
     """Collect garbage when a test module ends, so an unclosed file or socket it left behind
     warns (an error, as every warning is) in that module's teardown, naming the object, and
-    never later at random, in pytest's own temporary-directory cleanup."""
+    never later at random, in pytest's own temporary-directory cleanup.
+
+    What survives the collection is frozen (``gc.freeze``): the next module's collection scans
+    only what was made since, not every object the session has accumulated (frameworks, pydantic
+    schemas), which took a tenth of the suite's CPU. A frozen object is still freed when its last
+    reference goes."""
     yield
     gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
