@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sqlite3
@@ -71,6 +72,12 @@ def apply_migrations(
     return applied
 
 
+@functools.cache
+def _current_schema() -> tuple[str, ...]:
+    """The statements of ``schema.sql``, split once per process."""
+    return tuple(statements(schema("sqlite")))
+
+
 def _create_current(
     connection: sqlite3.Connection, own: Mapping[str, str], every: list[tuple[int, str, str]]
 ) -> bool:
@@ -81,7 +88,7 @@ def _create_current(
         if connection.execute(own["migration_done"], {"version": 1}).fetchone() is not None:
             connection.execute(own["commit"])
             return False
-        for statement in statements(schema("sqlite")):
+        for statement in _current_schema():
             connection.execute(statement)
         applied_us = time.time_ns() // 1000
         for version, name, _ in every:
