@@ -11,6 +11,7 @@ which proposal was approved or denied, by whom, and which one the operation perf
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -444,3 +445,55 @@ def test_a_ledger_call_reaching_the_tools_node_is_refused(world: World) -> None:
     assert tool_json(message.content)["error"]["code"] == "not_permitted"
     assert count_rows(world.store_url, "proposals") == 0
     assert world.receiver.counts().effects == 0
+
+
+def test_a_resume_while_another_run_answers_is_handed_that_answer_and_performs_nothing(
+    world: World,
+) -> None:
+    """LangGraph hands a resume addressed at the thread's latest checkpoint the writes another
+    run already made there. A resume that starts after the first run wrote its answer, before
+    that run's next checkpoint, is given the first run's answer (``performed``, the same
+    message) and runs nothing: one effect, one attempt, one acceptance in the trail. A resume
+    after both ended performs nothing either: it is handed that answer too, or ``replayed``."""
+    driver = LangGraphDriver(world.app)
+    paused = driver.pause(AGENT, REFUND_30, "call-1")
+    proposal = driver.propose(AGENT, paused)
+    world.app.approve(REVIEWER, proposal)
+    grant = Grant.of(proposal)
+    saver = driver.saver
+    put_writes, put = saver.put_writes, saver.put
+    answered, held, go_on = threading.Event(), threading.Event(), threading.Event()
+
+    def noting_the_answer(*args: Any, **kwargs: Any) -> Any:
+        writes = args[1] if len(args) > 1 else kwargs["writes"]
+        done = put_writes(*args, **kwargs)
+        if any(channel == "messages" for channel, _ in writes):
+            answered.set()
+        return done
+
+    def held_once_answered(*args: Any, **kwargs: Any) -> Any:
+        if answered.is_set() and not held.is_set():
+            held.set()  # the first run's answer is written; its next checkpoint waits
+            go_on.wait(30)
+        return put(*args, **kwargs)
+
+    saver.put_writes = noting_the_answer  # type: ignore[method-assign]
+    saver.put = held_once_answered  # type: ignore[method-assign]
+    first: dict[str, Any] = {}
+    run = threading.Thread(target=lambda: first.update(driver.resume(paused, AGENT, grant)))
+    run.start()
+    try:
+        assert held.wait(30)
+        handed = driver.resume(paused, AGENT, grant)
+    finally:
+        go_on.set()
+        run.join(60)
+    saver.put_writes, saver.put = put_writes, put  # type: ignore[method-assign]
+    assert first["outcome"] == handed["outcome"] == "performed"
+    assert handed == first  # the same answer, not a perform of its own
+    third = driver.resume(paused, AGENT, grant)  # handed the same answer again, or replayed
+    assert third == first or third["outcome"] == "replayed"
+    assert world.receiver.counts().effects == 1
+    assert count_rows(world.store_url, "attempts") == 1
+    accepted = [event for event, _ in trail(world, proposal) if event.startswith("Provider")]
+    assert accepted == ["ProviderAcceptanceConfirmed"]

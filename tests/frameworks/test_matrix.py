@@ -34,6 +34,9 @@ class FrameworkCaller:
         self.last: Paused | None = None
         self.calls = itertools.count(1)
         self.lock = threading.Lock()
+        # LangGraph hands a resume of the thread's latest checkpoint the writes another run made
+        # there: concurrent resumes may be given the one performed answer (docs/frameworks.md).
+        self.hands_back_answers = framework == "langgraph"
 
     def propose(self, context: Context, arguments: Mapping[str, Any]) -> JSON:
         call_id = f"call-{next(self.calls)}"
