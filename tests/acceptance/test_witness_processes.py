@@ -36,7 +36,7 @@ WITNESS = Cosigner("witness.example/w1", bytes(range(64, 96)))
 class WitnessProcess:
     """``effectledger witness serve`` in a child process; ``url`` once it listens."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, sigint_ignored: bool = False) -> None:
         key = folder / "witness.key"
         if not key.exists():
             key.write_text(WITNESS.key_string() + "\n", "utf-8")
@@ -55,6 +55,8 @@ class WitnessProcess:
             SIGNER.verifier().key_string(),
             "--json",
         ]
+        if sigint_ignored:  # as a shell starts a background job: the child inherits SIG_IGN
+            command = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *command]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -62,20 +64,24 @@ class WitnessProcess:
         first = self.process.stdout.readline()
         assert first, self.process.stderr.read() if self.process.stderr else ""
         self.url: str = json.loads(first)["url"]
+        self.errors = ""  # what it wrote on standard error, once stopped
         assert self.url.startswith("http://127.0.0.1:")
 
-    def stop(self) -> None:
-        """Interrupt the witness and wait for it to end."""
+    def stop(self, number: int = signal.SIGINT) -> int:
+        """Send ``number`` to the witness and wait for it to end; its exit status."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(number)
             try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - a hung child
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a witness that ignored the signal
                 self.process.kill()
                 self.process.wait(timeout=10)
+        if self.process.stderr is not None and not self.process.stderr.closed:
+            self.errors = self.process.stderr.read()
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+        return self.process.returncode
 
 
 @pytest.fixture
@@ -169,3 +175,18 @@ def test_a_witness_process_cosigns_on_and_refuses_a_lying_sealer_across_restarts
     with pytest.raises(AuditVerificationFailed, match="refused"):
         submit_latest(store, again.url, 9)
     assert os.path.getsize(tmp_path / "witness" / "witness.db") > 0
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_witness_stops_cleanly_on_sigterm_and_on_sigint_even_started_in_the_background(
+    tmp_path: Path, number: int
+) -> None:
+    """A service manager's SIGTERM, or SIGINT to a witness that inherited SIGINT ignored (a
+    shell's background job), ends it with status 0 and no traceback, and its file reopens."""
+    folder = tmp_path / "witness"
+    folder.mkdir()
+    witness = WitnessProcess(folder, sigint_ignored=True)
+    assert witness.stop(number) == 0  # not -9 after a 30 s wait, nor -15
+    assert "Traceback" not in witness.errors, witness.errors
+    restarted = WitnessProcess(folder)  # the file was closed, not left locked or half-written
+    assert restarted.stop() == 0

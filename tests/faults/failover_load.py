@@ -48,9 +48,10 @@ class Load:
         """The file whose existence tells every performer to stop."""
         return self.folder / "stop"
 
-    def start(self, urls: list[str], threads: int) -> None:
-        """One performer process per URL, each with ``threads`` threads; each writes its
-        answers to a file of its own (a pipe nobody reads would stall it once full)."""
+    def start(self, urls: list[str], threads: int, *, pause: float = 0.0) -> None:
+        """One performer process per URL, each with ``threads`` threads resting ``pause``
+        seconds after each refund; each writes its answers to a file of its own (a pipe nobody
+        reads would stall it once full)."""
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         for url in urls:
             index = len(self.processes)
@@ -70,6 +71,8 @@ class Load:
                         str(threads),
                         "--stop-file",
                         str(self.stop_file),
+                        "--pause",
+                        str(pause),
                     ],
                     cwd=ROOT,
                     env=env,

@@ -2,7 +2,8 @@
 
 It opens the refund world over the cluster's multi-host URL and the shared receiver file, and
 runs ``--threads`` threads that each propose, approve and perform refunds one after another
-until the stop file appears (or ``--seconds`` pass), whatever the database does meanwhile. Each
+until the stop file appears (or ``--seconds`` pass), whatever the database does meanwhile,
+resting ``--pause`` seconds after each performed refund (none by default). Each
 call's answer is one JSON line on standard output: the time, the step, the proposal, and either
 the operation with its outcome and state or the error's stable code. The parent reads only
 these lines and the durable rows; the answers are what it checks the rows against.
@@ -32,6 +33,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--pause", type=float, default=0.0)
     args = parser.parse_args()
     opening = time.monotonic() + 120
     while True:  # the cluster may be failing over as this process starts: open when it answers
@@ -79,6 +81,8 @@ def main() -> int:
                 state=str(result.state),
                 began=began,
             )
+            if args.pause:
+                time.sleep(args.pause)
 
     threads = [threading.Thread(target=loop) for _ in range(args.threads)]
     for thread in threads:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import time
+import signal
+import threading
 from pathlib import Path
+from types import FrameType
 
 from effectledger.audit.keys.files import parse_verifiers, write_signer_key
 from effectledger.audit.witnessing.cosign import Cosigner
@@ -35,8 +37,10 @@ def register(commands: Commands) -> None:
     keygen.set_defaults(handler=_keygen)
     serve = actions.add_parser(
         "serve",
-        help="serve POST /add-checkpoint until interrupted",
-        description="Serve a witness over HTTP with its own SQLite file.",
+        help="serve POST /add-checkpoint until SIGTERM or SIGINT",
+        description="Serve a witness over HTTP with its own SQLite file. Stops on SIGTERM or "
+        "SIGINT (also when started with SIGINT ignored, as a background job is), closing "
+        "its file.",
     )
     serve.add_argument("--db", type=Path, required=True, help="the witness's own SQLite file")
     serve.add_argument("--key-file", type=Path, required=True, help="the witness signer key file")
@@ -81,20 +85,31 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
         raise InvalidInput("--port must be from 0 to 65535", field="port")
     cosigner = Cosigner.from_key_string(read_text_file(args.key_file, "witness key file").strip())
     witness = Witness(args.db, cosigner, parse_verifiers(args.log_key), origins=args.origin)
-    server = serve_witness(witness, args.host, args.port)
-    host, port = server.server_address[:2]
-    url = f"http://{host!s}:{port}"
-    if out.json_mode:
-        out.json({"url": url, "verifier_key": cosigner.verifier().key_string()})
-    else:
-        out.line(f"witness {cosigner.name} serving on {url}")
+    stopping = threading.Event()
+
+    def stop(number: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    # Handlers of its own, not KeyboardInterrupt: a service manager stops it with SIGTERM, and
+    # a process started in the background inherits SIGINT ignored.
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    server = None
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
+        server = serve_witness(witness, args.host, args.port)
+        host, port = server.server_address[:2]
+        url = f"http://{host!s}:{port}"
+        if out.json_mode:
+            out.json({"url": url, "verifier_key": cosigner.verifier().key_string()})
+        else:
+            out.line(f"witness {cosigner.name} serving on {url}")
+        while not stopping.wait(3600):
+            pass
         if not out.json_mode:
             out.line("stopped")
     finally:
-        server.shutdown()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if server is not None:
+            server.shutdown()
         witness.close()
     return 0
