@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import TypeAlias
+from types import FrameType
+from typing import Any, TypeAlias
 
 from effectledger.errors import InvalidInput
 from effectledger.store import Store, check_store_url, open_store
@@ -22,9 +25,11 @@ __all__ = [
     "add_json",
     "add_wide",
     "check_store_urls",
+    "on_stop_signals",
     "open_existing",
     "positive",
     "read_text_file",
+    "restore_signals",
     "takes_store_urls",
 ]
 
@@ -100,3 +105,26 @@ def read_text_file(path: Path, what: str) -> str:
         raise InvalidInput(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{what} {path} is not UTF-8 text") from exc
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""What stops a long-running command: a service manager's SIGTERM, a terminal's SIGINT."""
+
+
+def on_stop_signals(act: Callable[[int], None]) -> dict[int, Any]:
+    """Call ``act(number)`` on SIGTERM and SIGINT; the previous handlers, for
+    :func:`restore_signals`.
+
+    Handlers of its own rather than ``KeyboardInterrupt``: SIGTERM would end the process without
+    its ``finally`` blocks, and a process started as a background job inherits SIGINT ignored."""
+
+    def handle(number: int, frame: FrameType | None) -> None:
+        act(number)
+
+    return {number: signal.signal(number, handle) for number in STOP_SIGNALS}
+
+
+def restore_signals(previous: dict[int, Any]) -> None:
+    """Put back the handlers :func:`on_stop_signals` replaced."""
+    for number, handler in previous.items():
+        signal.signal(number, handler)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 from pathlib import Path
-from types import FrameType
 
 from effectledger.audit.keys.files import parse_verifiers, write_signer_key
 from effectledger.audit.witnessing.cosign import Cosigner
-from effectledger.cli.options import Commands, add_json, read_text_file
+from effectledger.cli.options import (
+    Commands,
+    add_json,
+    on_stop_signals,
+    read_text_file,
+    restore_signals,
+)
 from effectledger.cli.output import Output
 from effectledger.errors import InvalidInput
 
@@ -86,13 +90,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     cosigner = Cosigner.from_key_string(read_text_file(args.key_file, "witness key file").strip())
     witness = Witness(args.db, cosigner, parse_verifiers(args.log_key), origins=args.origin)
     stopping = threading.Event()
-
-    def stop(number: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    # Handlers of its own, not KeyboardInterrupt: a service manager stops it with SIGTERM, and
-    # a process started in the background inherits SIGINT ignored.
-    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    previous = on_stop_signals(lambda number: stopping.set())
     server = None
     try:
         server = serve_witness(witness, args.host, args.port)
@@ -107,8 +105,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
         if not out.json_mode:
             out.line("stopped")
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        restore_signals(previous)
         if server is not None:
             server.shutdown()
         witness.close()

@@ -15,13 +15,12 @@ import os
 import signal
 import sys
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any
 
 from effectledger.app import EffectLedger
 from effectledger.app.config import SETTINGS, load_config
 from effectledger.cli.application import load_ledger
-from effectledger.cli.options import Commands, add_db, add_json
+from effectledger.cli.options import Commands, add_db, add_json, on_stop_signals, restore_signals
 from effectledger.cli.output import Output
 from effectledger.ledger.summary import register_ledger_gauges
 from effectledger.telemetry import Gauges
@@ -177,20 +176,12 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                 gauges.close()
             ledger.close()
     finally:
-        for number, handler in original.items():
-            signal.signal(number, handler)
-
-
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+        restore_signals(original)
 
 
 def hold_signals(received: list[int]) -> dict[int, Any]:
     """Note SIGTERM and SIGINT in ``received`` until a worker exists; the previous handlers."""
-
-    def note(number: int, frame: FrameType | None) -> None:
-        received.append(number)
-
-    return {number: signal.signal(number, note) for number in _STOP_SIGNALS}
+    return on_stop_signals(received.append)
 
 
 def _received(number: int) -> None:
@@ -202,11 +193,11 @@ def _received(number: int) -> None:
 def stop_on_signals(worker: Worker) -> dict[int, Any]:
     """SIGTERM and SIGINT stop the worker gracefully; the previous handlers, to restore."""
 
-    def stop(number: int, frame: FrameType | None) -> None:
+    def stop(number: int) -> None:
         _received(number)
         worker.stop()
 
-    return {number: signal.signal(number, stop) for number in _STOP_SIGNALS}
+    return on_stop_signals(stop)
 
 
 class JsonLines(logging.Formatter):
