@@ -37,6 +37,10 @@ figure: what was measured, its floor, their ratio, the goal and whether it was m
   (cProfile, the simulated receiver's included) and the statements it sends to the ledger's and
   the receiver's files, beside the 4-commit floor's statements per operation
   (``profile_perform.counts``): deterministic.
+* **SQLite perform instructions / floor**: the instructions a first-time perform executes
+  against the 4-commit floor's, per operation, counted by valgrind's callgrind
+  (``instructions.py``): the CPU goal's twin that does not move with the machine's load; "not
+  run" without valgrind.
 * **bytes per operation**: SQLite's bytes on disk per operation, every table with its indexes,
   in a history of 100,000 operations built as ``history.py`` builds it
   (``history.bytes_per_operation``).
@@ -62,6 +66,7 @@ from pathlib import Path
 import api_replay
 import group_commit
 import history
+import instructions
 import ledger_sqlite
 import profile_perform
 import worker_batch
@@ -78,6 +83,7 @@ SETTINGS = {
         "worker_rounds": 1,
         "allocations": 300,
         "history": 100_000,
+        "instructions": 100,
     },
     "full": {
         "sqlite_ops": 1000,
@@ -90,6 +96,7 @@ SETTINGS = {
         "worker_rounds": 3,
         "allocations": 1000,
         "history": 100_000,
+        "instructions": 400,
     },
 }
 
@@ -317,6 +324,24 @@ def bytes_figure(size: int) -> Figure:
     )
 
 
+def instruction_figure(operations: int) -> Figure:
+    """A first-time perform's instructions against the 4-commit floor's (callgrind)."""
+    name = "SQLite perform instructions / floor"
+    missing = instructions.available()
+    if missing is not None:
+        return Figure(name, "not run", missing, None, f"<= {instructions.TARGET}x", None)
+    sides = instructions.measure(operations)
+    mine, theirs = sides["perform"].total, sides["floor"].total
+    return Figure(
+        name,
+        f"{mine / 1e6:.2f} M/op",
+        f"{theirs / 1e6:.2f} M/op",
+        mine / theirs,
+        f"<= {instructions.TARGET}x",
+        mine / theirs <= instructions.TARGET,
+    )
+
+
 def group_figures(backend: str, url: str | None, ops: int, rounds: int) -> Figure:
     """16 performers in one process, group commit on, against the per-operation floor."""
     name = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend]
@@ -396,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     figures += replay_figures(chosen["replays"], chosen["rounds"], chosen["allocations"])
     sys.stderr.write("calls and statements per perform\n")
     figures += count_figures()
+    sys.stderr.write("instructions per perform and per floor operation (callgrind)\n")
+    figures.append(instruction_figure(chosen["instructions"]))
     sys.stderr.write("bytes per operation\n")
     figures.append(bytes_figure(chosen["history"]))
     sys.stderr.write("group commit, 16 performers\n")

@@ -58,8 +58,12 @@ def _status_stderr(url: str) -> str:
     return done.stderr
 
 
-def _replayed_everywhere(cluster: HaCluster, leader: Node, timeout: float = 60.0) -> None:
-    """Wait until every standby has replayed all the primary has written so far."""
+def _replayed_everywhere(cluster: HaCluster, leader: Node, timeout: float = 180.0) -> None:
+    """Wait until every standby has replayed all the primary has written so far.
+
+    A node that an earlier test of the module killed may still be rejoining (Patroni rewinds it
+    and it catches up before it streams again): on a loaded machine that has taken over a
+    minute, so the wait is generous; it returns as soon as both standbys have replayed."""
     with psycopg.connect(cluster.node_url(leader), autocommit=True) as connection:
         target = connection.execute("SELECT pg_current_wal_lsn()").fetchone()
         assert target is not None

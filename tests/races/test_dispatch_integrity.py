@@ -161,6 +161,55 @@ def test_an_untouched_operation_passes_every_check(service: EffectLedger, store_
     assert (effect.operation_id, effect.approval_id) == (operation_id, approval_id)
 
 
+def _rewrite_commands_on_insert(store_url: str) -> None:
+    """A trigger that turns every admitted refund of 30 into one of 5000 as its row is written:
+    an administrator's edit made inside the admitting transaction itself."""
+    forged = "replace(command_json, '\"amount_minor\":30', '\"amount_minor\":5000')"
+    if store_url.startswith("sqlite:"):
+        raw_sql(
+            store_url,
+            "CREATE TRIGGER forge_command AFTER INSERT ON operations BEGIN "
+            f"UPDATE operations SET command_json = {forged} "
+            "WHERE tenant_id = NEW.tenant_id AND operation_id = NEW.operation_id; END",
+        )
+        return
+    raw_sql(
+        store_url,
+        "CREATE FUNCTION forge_command() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"NEW.command_json := {forged.replace('command_json', 'NEW.command_json')}; "
+        "RETURN NEW; END; $$",
+    )
+    raw_sql(
+        store_url,
+        "CREATE TRIGGER forge_command BEFORE INSERT ON operations FOR EACH ROW "
+        "EXECUTE FUNCTION forge_command()",
+    )
+
+
+def test_a_command_rewritten_while_it_is_admitted_is_not_what_is_sent(
+    service: EffectLedger, store_url: str
+) -> None:
+    """A perform admits and claims in one transaction; a trigger rewriting the operation's
+    stored command in that transaction changes the row, not the request: the destination
+    performs the approved refund of 30, once."""
+    _rewrite_commands_on_insert(store_url)
+    proposal = service.propose(AGENT, "refund_order", REFUND_30)
+    approval = service.approve(approver(0), proposal.proposal_id, digest=proposal.digest)
+    done = service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
+    assert done.state is OperationState.SUCCEEDED
+    (stored,) = raw_sql(
+        store_url,
+        f"SELECT command_json, idempotency_key FROM operations "
+        f"WHERE operation_id = '{done.operation_id}'",
+    )
+    assert '"amount_minor":5000' in str(stored[0])  # the trigger did rewrite the row
+    effect = receiver(service).effect(str(stored[1]))
+    assert effect is not None
+    assert (effect.amount, effect.unit) == (30, "EUR")
+    assert '"amount_minor":30' in effect.command_json
+    assert receiver(service).counts().effects == 1
+
+
 def _replayed(service: EffectLedger, store_url: str, edit: str) -> tuple[str, str]:
     """A refund performed to SUCCEEDED, then its operation row edited with ``edit`` (SQL after
     ``SET``): the proposal and approval ids a repeated perform names."""

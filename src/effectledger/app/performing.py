@@ -34,6 +34,8 @@ _REPLAY_TRACES = {
 }
 """The trace of an exact replay in each recorded state: the same steps every time, made once."""
 
+_DISPATCHED = {state: TraceStep("dispatch", state.value) for state in OperationState}
+"""The trace step of a dispatch that left its operation in each state, made once."""
 _ACCEPTED = (TraceStep("request", "received"), TraceStep("tenant", "accepted"))
 """The trace's first two steps of every call addressed to the caller's own tenant."""
 _REJECTED = (TraceStep("request", "received"), TraceStep("tenant", "rejected"))
@@ -149,7 +151,7 @@ def _perform(
 
 
 def _dispatched(result: DispatchResult) -> TraceStep:
-    return TraceStep("dispatch", result.state.value)
+    return _DISPATCHED[result.state]
 
 
 def reconcile(

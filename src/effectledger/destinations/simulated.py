@@ -29,7 +29,7 @@ from effectledger.errors import (
     InvalidInput,
     NotFound,
 )
-from effectledger.model.canonical import canonical_bytes, fingerprint
+from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
 from effectledger.model.operations import Command, DestinationRef, Observation, Outcome
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_statements, read_sql
 
@@ -82,9 +82,11 @@ class ReceiverCounts:
 class ReceivedEffect:
     """One effect as the receiver keeps it under its idempotency key.
 
-    ``digest`` and the ids are those of the approved action the command carried, so the
-    receiver itself can show which approval it acted on; ``amount`` and ``unit`` are read from
-    the arguments ``amount_minor``/``amount`` and ``currency``/``unit`` when present.
+    ``command_json`` is the command's canonical text: its action, contract version and
+    arguments, the bytes its fingerprint hashes. ``digest`` and the ids are those of the
+    approved action the command carried, so the receiver itself can show which approval it
+    acted on; ``amount`` and ``unit`` are read from the arguments ``amount_minor``/``amount``
+    and ``currency``/``unit`` when present.
     """
 
     idempotency_key: str
@@ -202,7 +204,17 @@ class SimulatedReceiver(BoundDestination):
         """Perform ``command`` once under ``key`` (see the fault modes)."""
         mode = self.submit_mode
         connection = self._connect()
-        print_ = fingerprint(command)
+        # The command's canonical bytes, encoded once: what its fingerprint hashes and what the
+        # receiver keeps (:func:`~effectledger.model.canonical.fingerprint`'s value and version).
+        command_bytes = canonical_bytes(
+            {
+                "action": command.action,
+                "contract_version": command.contract_version,
+                "arguments": command.arguments,
+            },
+            version=COMMAND_VERSION,
+        )
+        print_ = digest_bytes("command", command_bytes, version=COMMAND_VERSION)
         # This process's threads take the file's one write lock in turn, never SQLite's busy
         # handler, which sleeps whole milliseconds between tries.
         with self._writing:
@@ -243,9 +255,7 @@ class SimulatedReceiver(BoundDestination):
                         {
                             "key": key,
                             "fingerprint": print_,
-                            "command_json": canonical_bytes(
-                                {"action": command.action, "arguments": command.arguments}
-                            ).decode(),
+                            "command_json": command_bytes.decode(),
                             "provider_reference": reference,
                             "created_ns": time.time_ns(),
                             "operation_id": command.operation_id,

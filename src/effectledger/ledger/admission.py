@@ -57,6 +57,8 @@ TrailHead = tuple[int, str]
 """The last event of a trail: its sequence and its event hash (``(0, GENESIS_HASH)`` before
 the first event)."""
 
+_READY = OperationState.READY.value  # looked up once: ``.value`` is two calls
+
 
 def trail_head(row: Row) -> TrailHead:
     """The trail head a read returned as ``head_sequence`` and ``head_hash`` (stored bytes)."""
@@ -271,7 +273,7 @@ def insert_operation_row(
     row = {
         **draft,
         "idempotency_key": idempotency_key,
-        "state": OperationState.READY.value,
+        "state": _READY,
         "version": 1,
         "active_attempt_id": None,
         "provider_reference": None,

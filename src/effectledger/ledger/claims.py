@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("effectledger.ledger")
+_IN_PROGRESS = OperationState.IN_PROGRESS.value  # looked up once: ``.value`` is two calls
 _CLAIM_PASSES = 8  # READY rows failing their integrity check that one pool claim passes over
 
 
@@ -63,11 +64,17 @@ def claim_row(
     bound_to: DestinationRef | None = None,
     proposal: Proposal | None = None,
     approvals: Sequence[Approval] = (),
+    admitted_here: bool = False,
 ) -> PreparedAttempt | None:
     """The claim step on a READY row: checks, attempt, state change, event.
 
     ``proposal`` and ``approvals`` are what an admission in this same transaction read and
     checked (:func:`claim_admitted`); the dispatch checks use them instead of reading them again.
+    ``admitted_here``: that admission also wrote ``row``, from ``proposal``'s own values (its
+    command encoded and fingerprinted once, by it): the checks of the row's command against its
+    fingerprint and against the proposal are skipped, since nothing but this transaction could
+    have written either. The trail is read and verified all the same: the proposal's and the
+    approval's events come from the database.
 
     ``row`` is read (and locked) in this transaction, or read just before it: the state
     change is guarded by the row's version either way, so a row that changed since is not
@@ -79,18 +86,19 @@ def claim_row(
     operation_id = row["operation_id"]
     if row["state"] != OperationState.READY:  # a StrEnum equals its value
         return None
-    # The stored bytes themselves must still hash to the admitted fingerprint.
-    command = row["command_json"].encode()
-    if digest_bytes("command", command, version=COMMAND_VERSION) != row["fingerprint"]:
-        raise TamperedCommand(
-            f"the stored command of {operation_id} does not match its fingerprint",
-            operation_id=operation_id,
-        )
-    if not str(row["admission_reference"] or "").strip():
-        raise MissingAdmission(
-            f"operation {operation_id} has no admission reference",
-            operation_id=operation_id,
-        )
+    if not admitted_here:
+        # The stored bytes themselves must still hash to the admitted fingerprint.
+        command = row["command_json"].encode()
+        if digest_bytes("command", command, version=COMMAND_VERSION) != row["fingerprint"]:
+            raise TamperedCommand(
+                f"the stored command of {operation_id} does not match its fingerprint",
+                operation_id=operation_id,
+            )
+        if not str(row["admission_reference"] or "").strip():
+            raise MissingAdmission(
+                f"operation {operation_id} has no admission reference",
+                operation_id=operation_id,
+            )
     destination = destination_from_row(row)
     if bound_to is not None and bound_to != destination:
         raise DestinationMismatch(
@@ -98,7 +106,12 @@ def claim_row(
             operation_id=operation_id,
         )
     approved_digest = check_dispatchable(
-        tx, row, proposal=proposal, approvals=approvals, keys=ledger.settings.trail_keys
+        tx,
+        row,
+        proposal=proposal,
+        approvals=approvals,
+        keys=ledger.settings.trail_keys,
+        admitted_here=admitted_here,
     )
     at_us = now_us(ledger.clock)
     tx.run(
@@ -122,7 +135,7 @@ def claim_row(
         now_us=at_us,
         keys=ledger.settings.trail_keys,
         attempt_id=attempt_id,
-        state=OperationState.IN_PROGRESS.value,
+        state=_IN_PROGRESS,
         active_attempt_id=attempt_id,
     )
     return PreparedAttempt(
@@ -198,8 +211,9 @@ def claim_admitted(
 ) -> PreparedAttempt | None:
     """Claim the operation that ``proposal``'s admission inserted as ``row`` earlier in ``tx``.
 
-    The row, the proposal and the approvals come from that admission, so none is read again;
-    the trail is read and verified as for every claim. Nothing may be submitted before ``tx``
+    The row, the proposal and the approvals come from that admission, so none is read again and
+    the row's command is not checked again (``admitted_here`` of :func:`claim_row`); the trail
+    is read and verified as for every claim. Nothing may be submitted before ``tx``
     commits (see :func:`claim_in`).
     """
     return claim_row(
@@ -211,6 +225,7 @@ def claim_admitted(
         bound_to=proposal.destination,
         proposal=proposal,
         approvals=approvals,
+        admitted_here=True,
     )
 
 

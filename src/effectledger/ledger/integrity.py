@@ -26,8 +26,9 @@ refuses the claim with :class:`~effectledger.errors.TamperedOperation` unless
   naming the same approval and digest, and by a granted approval row with that digest.
 
 When the claim runs in the admission's own transaction, the proposal and the approvals that
-admission read (and checked) in it are passed in instead of being read again; the trail is read
-and verified either way.
+admission read (and checked) in it are passed in instead of being read again, and the row that
+admission wrote from the proposal's values is not compared with them again; the trail is read
+and verified either way (the proposal's and the approval's events are the database's).
 
 Nothing is written when a check fails. What the checks cannot see (without trail keys, a forged
 event with a correct hash) is described in ``docs/evidence.md``.
@@ -68,6 +69,7 @@ def check_dispatchable(
     proposal: Proposal | None = None,
     approvals: Sequence[Approval] = (),
     keys: TrailKeys | None = None,
+    admitted_here: bool = False,
 ) -> str | None:
     """Check a READY ``row`` against its trail and authority; return the approved digest.
 
@@ -76,7 +78,9 @@ def check_dispatchable(
 
     ``None`` for an operation admitted on an outside decision (no proposal). ``proposal`` and
     ``approvals`` are what an admission in this same transaction read and checked; without
-    them both are read here. Raises
+    them both are read here. ``admitted_here``: that admission also wrote ``row`` and its
+    admission event from ``proposal``'s values, so the row's command, key and destination are not
+    compared with the proposal and the event again. Raises
     :class:`TamperedOperation` (nothing written) when the row and its trail disagree, and
     :class:`ConcurrentModification` when the trail shows the operation moved on since ``row``
     was read.
@@ -108,16 +112,17 @@ def check_dispatchable(
         or events[sequence - 1]["event_hash"] != row["last_event_hash"]
     ):
         raise _refuse(row, "chain_broken", "its row does not point into its audit trail")
-    if any(event["event_type"] not in AUDIT_ONLY for event in events[sequence:]):
-        raise ConcurrentModification(
-            "the operation changed while this step ran; reload it",
-            operation_id=row["operation_id"],
-        )
+    for later in events[sequence:]:
+        if later["event_type"] not in AUDIT_ONLY:
+            raise ConcurrentModification(
+                "the operation changed while this step ran; reload it",
+                operation_id=row["operation_id"],
+            )
     trail = events[:sequence]
     if keys is not None:
         _check_tags(row, trail, keys)
     try:
-        state = implied_state(event["event_type"] for event in trail)
+        state = implied_state([event["event_type"] for event in trail])
     except ValueError as exc:
         raise _refuse(row, "state_not_in_trail", "its trail holds an unknown event") from exc
     if state is not OperationState.READY:
@@ -128,14 +133,16 @@ def check_dispatchable(
     admission = _details(admitted[-1]) if admitted else {}
     if not admitted or admission.get("fingerprint") != row["fingerprint"]:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
-    _check_admitted_delivery(row, admission)
+    if not admitted_here:
+        _check_admitted_delivery(row, admission)
     if row["proposal_id"] is None:
         return None
     if proposal is None:
         proposal = _proposal(tx, row)
     elif (proposal.proposal_id, proposal.operation_id) != (row["proposal_id"], operation_id):
         raise _refuse(row, "command_not_proposed", "its proposal names another operation")
-    _check_command(row, proposal)
+    if not admitted_here:
+        _check_command(row, proposal)
     _check_authority(tx, row, proposal, trail, int(admitted[-1]["sequence"]), approvals)
     return proposal.digest
 
@@ -281,19 +288,29 @@ def _check_authority(
     admitted_at: int,
     approvals: Sequence[Approval],
 ) -> None:
-    before = [event for event in trail if int(event["sequence"]) < admitted_at]
-    if any(event["event_type"] == EventType.APPROVAL_DENIED for event in before):
-        raise _refuse(row, "proposal_denied", "its proposal was denied before it was admitted")
+    # The trail's chain was verified: its events are sequences 1, 2, ... in order.
+    before = trail[: admitted_at - 1]
+    for event in before:
+        if event["event_type"] == EventType.APPROVAL_DENIED:
+            raise _refuse(row, "proposal_denied", "its proposal was denied before it was admitted")
     approval_id = row["approval_id"]
     if approval_id is None:
         return
-    backed = any(
-        (details := _details(event)).get("approval_id") == approval_id
-        and details.get("digest") == proposal.digest
-        for event in before
-        if event["event_type"] in _DECISIONS
-    )
-    known = next((approval for approval in approvals if approval.approval_id == approval_id), None)
+    backed = False
+    for event in before:
+        if event["event_type"] in _DECISIONS:
+            details = _details(event)
+            if (
+                details.get("approval_id") == approval_id
+                and details.get("digest") == proposal.digest
+            ):
+                backed = True
+                break
+    known: Approval | None = None
+    for approval in approvals:
+        if approval.approval_id == approval_id:
+            known = approval
+            break
     granted: bool
     digest: str | None
     proposal_id: str | None

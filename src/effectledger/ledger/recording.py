@@ -41,6 +41,8 @@ _OWNING_STATES = (
     OperationState.OUTCOME_UNKNOWN.value,
     OperationState.MANUAL_REVIEW.value,
 )
+_OUTCOME_NAMES = {outcome: outcome.value for outcome in Outcome}
+"""Each outcome's stored name, looked up (an enum's ``.value`` is two Python calls)."""
 _STATE_BY_OUTCOME = {
     Outcome.ACCEPTED: OperationState.SUCCEEDED,
     Outcome.PERMANENT_REJECTION: OperationState.REJECTED,
@@ -64,7 +66,7 @@ def _event_type(outcome: Outcome, *, owns_state: bool, reconciled: bool) -> Even
 
 
 def _details(observation: Observation, problem: str | None, reported: object) -> dict[str, Any]:
-    details: dict[str, Any] = {"outcome": observation.outcome.value}
+    details: dict[str, Any] = {"outcome": _OUTCOME_NAMES[observation.outcome]}
     if observation.provider_reference is not None:
         details["provider_reference"] = observation.provider_reference
     if problem is not None:
@@ -129,13 +131,13 @@ def record_in(
             observation.outcome is Outcome.UNKNOWN
         ):
             new_state = OperationState.MANUAL_REVIEW
-        changes["state"] = new_state.value
+        changes["state"] = str(new_state)  # a StrEnum's str is its value
         if observation.outcome is Outcome.ACCEPTED:
             changes["provider_reference"] = observation.provider_reference
         if reconciled and observation.outcome is Outcome.UNKNOWN:
             changes["inconclusive_lookups"] = int(row["inconclusive_lookups"]) + 1
         observed = {
-            "observation": observation.outcome.value,
+            "observation": _OUTCOME_NAMES[observation.outcome],
             "observed_reference": observation.provider_reference,
         }
     updated = write_transition(

@@ -313,9 +313,9 @@ def transition(event_type: str, state: OperationState | None) -> Transition:
     """
     # A member, or its stored name: a StrEnum hashes and compares as its value.
     if type(event_type) is EventType or type(event_type) is str:
-        found = _BY_EVENT.get((event_type, state))  # type: ignore[arg-type]
-        if found is not None:
-            return found
+        key = (event_type, state)
+        if key in _BY_EVENT:
+            return _BY_EVENT[key]
     try:
         return _BY_EVENT[(EventType(event_type), state)]
     except (KeyError, ValueError):
@@ -333,11 +333,15 @@ def implied_state(event_types: Iterable[str]) -> OperationState | None:
     not allow where it stands (an unknown event type included): such a trail cannot be trusted.
     """
     state: OperationState | None = None
+    by_event = _BY_EVENT
     for name in event_types:
-        try:
-            row = transition(name, state)
-        except InvalidTransition as exc:
-            raise ValueError(exc.message) from None
+        try:  # the stored name of a known event: looked up in place (a StrEnum hashes as it)
+            row = by_event[(name, state)]  # type: ignore[index]
+        except (KeyError, TypeError):
+            try:
+                row = transition(name, state)
+            except InvalidTransition as exc:
+                raise ValueError(exc.message) from None
         if row.to_state is not None:
             state = row.to_state
     return state

@@ -118,6 +118,12 @@ committed; on ``CommitUncertain`` sets the held members ``FAILED`` with it and a
 on a batch refused whole sets every member ``ALONE`` and answers ``False``."""
 
 
+class _Here(threading.local):
+    """What one thread of the process is doing: running a write alone (bypassing the queue)."""
+
+    alone = False
+
+
 class GroupCommitter:
     """The queue of one store's writes in this process, and the batches that commit them."""
 
@@ -145,10 +151,10 @@ class GroupCommitter:
 
     def alone(self) -> bool:
         """Whether this thread is running a write alone (the store then bypasses the queue)."""
-        return bool(getattr(self._here, "alone", False))
+        return self._here.alone
 
     def _reset(self) -> None:
-        self._here = threading.local()
+        self._here = _Here()
         self._lock = threading.Lock()
         self._condition = threading.Condition(self._lock)
         self._queue: list[Member[Any]] = []

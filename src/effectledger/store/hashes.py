@@ -43,6 +43,8 @@ HASH_PARAMETERS: Final = frozenset(
 )
 """Named-query parameters that hold a hash: packed before they reach the driver."""
 
+_HASH_NAMES: Final = tuple(sorted(HASH_PARAMETERS))
+
 HASH_COLUMNS: Final = HASH_PARAMETERS | {"last_event_hash", "sealed_leaf"}
 """Result columns that hold a stored hash (by name, with the aliases the queries give them)."""
 
@@ -79,15 +81,20 @@ def packed_or_text(value: StoredValue) -> StoredValue:
 
 def pack_hash(text: str) -> bytes:
     """The stored bytes of a hash string (see the module docstring for the three forms)."""
+    # packed_form, spelled out: every write's hashes come through here.
     size = len(text)
-    if size == 67 and text[:3] == _V2:  # packed_form, spelled out: every write's hash
-        try:
-            packed = bytes.fromhex(text[3:])
-        except ValueError:
-            return text.encode("utf-8")
-        return _V2_TAG + packed if packed.hex() == text[3:] else text.encode("utf-8")
-    packed_or_none = packed_form(text) if size == 64 else None
-    return text.encode("utf-8") if packed_or_none is None else packed_or_none
+    if size == 67 and text[:3] == _V2:
+        digits, tag = text[3:], _V2_TAG
+    elif size == 64:
+        digits, tag = text, b""
+    else:
+        return text.encode("utf-8")
+    try:
+        packed = bytes.fromhex(digits)
+    except ValueError:
+        return text.encode("utf-8")
+    # Upper case or spaces: not a string the ledger writes, so kept as its text.
+    return tag + packed if packed.hex() == digits else text.encode("utf-8")
 
 
 def unpack_hash(stored: bytes) -> str:
@@ -114,12 +121,16 @@ def storable(params: Mapping[str, Any]) -> Mapping[str, Any]:
     joined = "".join([value for value in params.values() if type(value) is str])
     if "\x00" in joined or not joined.isascii():
         refuse_unstorable_text(params)
-    if HASH_PARAMETERS.isdisjoint(params):
-        return params
-    return {
-        name: pack_hash(value) if name in HASH_PARAMETERS and type(value) is str else value
-        for name, value in params.items()
-    }
+    # The five names looked up in place (no call each); a copy only when a hash is still text.
+    packed: dict[str, Any] | None = None
+    for name in _HASH_NAMES:
+        if name in params:
+            value = params[name]
+            if type(value) is str:
+                if packed is None:
+                    packed = dict(params)
+                packed[name] = pack_hash(value)
+    return params if packed is None else packed
 
 
 def pack_row(columns: Sequence[str], row: Sequence[Any]) -> tuple[Any, ...]:

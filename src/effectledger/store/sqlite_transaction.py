@@ -34,10 +34,10 @@ class Transaction:
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         params = storable(params)
-        steps = self._compound.get(name)
-        if steps is None:
+        if name not in self._compound:  # a membership test, not a call: every statement's path
             row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
             return row
+        steps = self._compound[name]
         # A query of several statements answers with its first one, run to its end first.
         rows = self._connection.execute(steps[0], params).fetchall()
         for statement in steps[1:]:
@@ -50,15 +50,15 @@ class Transaction:
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
         params = storable(params)
-        steps = self._compound.get(name)
-        if steps is None:
+        if name not in self._compound:
             return self._connection.execute(self._queries[name], params).rowcount
+        steps = self._compound[name]
         count = 0
         for statement in steps:  # a query of several statements counts its last one
             count = self._connection.execute(statement, params).rowcount
         return count
 
     def queue(self, name: str, params: Mapping[str, Any]) -> None:
-        if self._compound.get(name) == ():  # no statement (a lock BEGIN IMMEDIATE holds)
-            return
+        if name in self._compound and not self._compound[name]:
+            return  # no statement (a lock BEGIN IMMEDIATE holds)
         self.run(name, params)  # in process: nothing to save by waiting
