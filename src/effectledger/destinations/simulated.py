@@ -29,7 +29,7 @@ from effectledger.errors import (
     InvalidInput,
     NotFound,
 )
-from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
+from effectledger.model.canonical import fingerprinted
 from effectledger.model.operations import Command, DestinationRef, Observation, Outcome
 from effectledger.sql import SYNCHRONOUS_LEVELS, fill, load_statements, read_sql
 
@@ -204,17 +204,8 @@ class SimulatedReceiver(BoundDestination):
         """Perform ``command`` once under ``key`` (see the fault modes)."""
         mode = self.submit_mode
         connection = self._connect()
-        # The command's canonical bytes, encoded once: what its fingerprint hashes and what the
-        # receiver keeps (:func:`~effectledger.model.canonical.fingerprint`'s value and version).
-        command_bytes = canonical_bytes(
-            {
-                "action": command.action,
-                "contract_version": command.contract_version,
-                "arguments": command.arguments,
-            },
-            version=COMMAND_VERSION,
-        )
-        print_ = digest_bytes("command", command_bytes, version=COMMAND_VERSION)
+        # Encoded once: what its fingerprint hashes is what the receiver keeps.
+        command_bytes, print_ = fingerprinted(command)
         # This process's threads take the file's one write lock in turn, never SQLite's busy
         # handler, which sleeps whole milliseconds between tries.
         with self._writing:

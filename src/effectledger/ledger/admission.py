@@ -29,7 +29,7 @@ from effectledger.ledger.trail import (
     write_event,
 )
 from effectledger.ledger.validation import checked_context, reference
-from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, digest_bytes
+from effectledger.model.canonical import fingerprinted
 from effectledger.model.operations import (
     Command,
     Context,
@@ -154,18 +154,13 @@ def draft_checked(
     """The row :func:`draft_operation` returns, for values already checked: those it checked,
     or an admitted proposal's, which were checked when it was proposed and whose digest was
     recomputed when it was read (its authority's own ids, checked where they were read)."""
-    stored_command = {
-        "action": command.action,
-        "contract_version": command.contract_version,
-        "arguments": command.arguments,
-    }
-    command_bytes = canonical_bytes(stored_command, version=COMMAND_VERSION)
+    command_bytes, command_fingerprint = fingerprinted(command)
     return {
         "tenant_id": context.tenant_id,
         "operation_id": operation_id,
         "requester_id": context.actor_id,
         "revision": revision,
-        "fingerprint": digest_bytes("command", command_bytes, version=COMMAND_VERSION),
+        "fingerprint": command_fingerprint,
         "destination_account": destination.account_id,
         "destination_endpoint": destination.endpoint,
         "action": command.action,

@@ -55,6 +55,7 @@ __all__ = [
     "digest_version",
     "encode",
     "fingerprint",
+    "fingerprinted",
     "loads_stored",
 ]
 
@@ -350,8 +351,13 @@ def digest_matches(domain: str, value: Any, stored: str) -> bool:
 
 def fingerprint(command: Command) -> str:
     """The digest binding an operation to its exact command and handler contract version."""
-    return digest(
-        "command",
+    return fingerprinted(command)[1]
+
+
+def fingerprinted(command: Command) -> tuple[bytes, str]:
+    """The command's canonical bytes (its action, contract version and arguments) and its
+    :func:`fingerprint`, their digest: one encoding for a caller that stores the bytes too."""
+    data = canonical_bytes(
         {
             "action": command.action,
             "contract_version": command.contract_version,
@@ -359,3 +365,4 @@ def fingerprint(command: Command) -> str:
         },
         version=COMMAND_VERSION,
     )
+    return data, digest_bytes("command", data, version=COMMAND_VERSION)
