@@ -141,8 +141,10 @@ class Template:
             )
             found.append(
                 f"{counter}INSERT INTO log_entries (tenant_id, position, event_id, leaf_hash, "
-                f"sealed_us) SELECT 'acme', 1000000000 + c.n * {len(self.events)} + {index}, "
-                f"{self._text(str(event['event_id']))}, {leaf}, c.n * 1000 FROM c"
+                f"sealed_us, operation_id, sequence) "
+                f"SELECT 'acme', 1000000000 + c.n * {len(self.events)} + {index}, "
+                f"{self._text(str(event['event_id']))}, {leaf}, c.n * 1000, "
+                f"{self._text(str(event['operation_id']))}, {int(event['sequence'])} FROM c"
             )
         found.append("DELETE FROM log_pending WHERE pending_id > :keep")
         return found
@@ -164,6 +166,22 @@ def _copy(path: Path, template: Template, low: int, high: int, keep: int) -> Non
         sys.stderr.write(f"  copied {end:,} operations\n")
         start = end + 1
     connection.close()
+
+
+def _check_sealed(path: Path) -> None:
+    """Refuse a history whose log entries are not what the sealer writes: each names the trail
+    position it sealed (``operation_id``, ``sequence``) and holds that event's leaf, so the bytes
+    per operation count every column and index a running ledger's log holds."""
+    connection = sqlite3.connect(path)
+    wrong = connection.execute(
+        "SELECT count(*) FROM log_entries AS l WHERE NOT EXISTS (SELECT 1 FROM audit_events AS e"
+        " WHERE e.tenant_id = l.tenant_id AND e.operation_id = l.operation_id"
+        " AND e.sequence = l.sequence AND e.event_id = l.event_id"
+        " AND substr(e.event_hash, -32) = l.leaf_hash)"
+    ).fetchone()[0]
+    connection.close()
+    if wrong:
+        raise SystemExit(f"{wrong:,} log entries do not name their event's trail position and leaf")
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -278,6 +296,7 @@ def bytes_per_operation(folder: Path, size: int) -> dict[str, float]:
         _copy(path, template, 1, size - 1, keep)
     finally:
         _close(service)
+    _check_sealed(path)
     return _bytes_per_table(path, size)
 
 
@@ -319,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             _copy(path, template, made, size - 1 - performed, keep)
             built = time.monotonic() - started
+            _check_sealed(path)
             made = size - performed
             for cache, service in services.items():
                 numbers = [rng.randrange(1, made) for _ in range(args.replays)]

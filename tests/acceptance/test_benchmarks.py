@@ -125,3 +125,28 @@ def test_a_first_perform_executes_at_most_four_times_the_floors_instructions(
     by_library = {part[0]: float(part[-2].removesuffix("M")) for part in parts}
     assert by_library["interpreter"] > by_library["SQLite"] > 0, printed
     assert by_library["other"] < 0.1 * perform, printed  # the annotation was read
+
+
+@pytest.mark.slow
+def test_the_history_counts_the_bytes_of_a_sealed_log(tmp_path: Path) -> None:
+    """``history.py`` builds its history as a running ledger holds it: every copied log entry
+    names its event's trail position and leaf, as the sealer writes it (the script refuses a
+    history that does not), and the bytes it prints are those of that history."""
+    printed = _run(
+        tmp_path,
+        "history.py",
+        "--sizes",
+        "60",
+        "--timed",
+        "3",
+        "--replays",
+        "3",
+        "--caches",
+        "2000",
+        "--dir",
+        str(tmp_path),
+    )
+    rows = {line.split()[0]: line.split()[1:] for line in printed.splitlines() if line.strip()}
+    assert "log_entries" in rows, printed
+    assert "audit_events" in rows, printed
+    assert float(rows["total"][0]) > float(rows["log_entries"][0]) > 0, printed

@@ -206,6 +206,34 @@ def test_a_denial_reason_with_nul_is_invalid_input_not_a_storage_error(world: Wo
     assert world.service.perform(AGENT, proposal.proposal_id).outcome == "denied"
 
 
+@pytest.mark.parametrize("bad", ["", "a b", "../etc", "x" * 129, "op\x00", 7, None])
+def test_a_perform_of_a_malformed_proposal_id_is_invalid_input_replay_or_not(
+    world: World, bad: Any
+) -> None:
+    """A perform naming a malformed proposal id is ``invalid_input`` (field ``proposal_id``),
+    never ``not_found``, whether or not the tenant has a finished operation to replay; a
+    malformed approval id is refused even on the replay of a finished perform; and nothing is
+    written or sent either way."""
+    proposal, approval = world.approved()
+    done = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
+    assert done.outcome == "performed"
+    events, sent = count_rows(world.store_url, "audit_events"), world.receiver.counts()
+    _refused(
+        lambda: world.service.perform(AGENT, bad, approval=approval.approval_id), "proposal_id"
+    )
+    _refused(lambda: world.service.perform(AGENT, bad), "proposal_id")
+    if bad is not None:
+        _refused(
+            lambda: world.service.perform(AGENT, proposal.proposal_id, approval=bad),
+            "approval_id",
+        )
+    again = world.service.perform(AGENT, proposal.proposal_id, approval=approval.approval_id)
+    assert again.outcome == "replayed"
+    assert count_rows(world.store_url, "audit_events") == events
+    assert world.receiver.counts() == sent
+    assert (sent.effects, sent.submissions) == (1, 1)
+
+
 @pytest.fixture
 def world(store_url: str, tmp_path: Path, clock: Any) -> Any:
     """The acceptance world (refund action, receiver, service) over a fresh store."""

@@ -47,6 +47,7 @@ from effectledger.model.operations import (
     DispatchResult,
     Observation,
     Operation,
+    validate_identifier,
 )
 from effectledger.model.results import EffectResult
 from effectledger.model.review import DecisionPage, PendingPage, ProposalReview, QueueOrder
@@ -280,11 +281,13 @@ class EffectLedger:
         if there is one, else the latest approval of its digest (the admission checks it).
         Denials, including a proposal ``context`` cannot see, are results, not exceptions.
         """
-        approval_id = (
-            approval
-            if approval is None or type(approval) is str or isinstance(approval, str)
-            else approval.approval_id
-        )
+        approval_id: str | None
+        if approval is None or type(approval) is str:
+            approval_id = approval
+        elif isinstance(approval, Approval):
+            approval_id = approval.approval_id
+        else:  # a str subclass passes; anything else is refused as a malformed id
+            approval_id = validate_identifier(approval, "approval_id")
         return performing.perform(
             self.authority,
             self._declared,

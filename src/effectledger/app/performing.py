@@ -16,7 +16,12 @@ from effectledger.app.declaring import Declarations
 from effectledger.authority import Authority
 from effectledger.errors import AdmissionDenied, NotFound
 from effectledger.model.authority import Proposal
-from effectledger.model.operations import Context, DispatchResult, OperationState
+from effectledger.model.operations import (
+    Context,
+    DispatchResult,
+    OperationState,
+    validate_identifier,
+)
 from effectledger.model.results import DenialReason, EffectOutcome, EffectResult, TraceStep
 from effectledger.workers.recovery import RecoveryWorker
 
@@ -63,8 +68,14 @@ def perform(
     The call is one ``perform`` span, and counted
     by outcome (and denial reason) in :mod:`effectledger.telemetry`.
     """
-    require_writer(context)
-    proposal_id = proposal if isinstance(proposal, str) else proposal.proposal_id
+    if context.roles:  # only a context with roles can hold nothing but read-only ones
+        require_writer(context)
+    if type(proposal) is str:
+        proposal_id = proposal
+    elif isinstance(proposal, Proposal):
+        proposal_id = proposal.proposal_id
+    else:  # a str subclass passes; anything else is refused as a malformed id, naming the field
+        proposal_id = validate_identifier(proposal, "proposal_id")
     if telemetry.quiet():  # no provider is set: no span to open, no counter to add
         return _perform(
             authority,

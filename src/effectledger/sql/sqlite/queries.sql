@@ -337,8 +337,16 @@ SELECT * FROM proposals WHERE tenant_id = :tenant_id AND operation_id = :operati
 -- the proposal read here. The digest comes as its stored bytes (``stored_digest``, not a hash
 -- column's name, and no DIGEST type: a CAST): a replay never reads it, and an admission turns
 -- it into its string once. Every other column is read as ``+column`` (SQLite's no-op unary
--- plus): an expression has no declared type, so the driver looks up no converter for it.
-SELECT +p.tenant_id AS tenant_id, +p.proposal_id AS proposal_id, +p.operation_id AS operation_id,
+-- plus): an expression has no declared type, so the driver looks up no converter for it. What a
+-- replay reads comes first: the driver finds a column by name by comparing it with each name
+-- before it.
+SELECT +o.state AS state, +o.requester_id AS requester_id,
+       CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
+           WHEN instr(h.details_json, '"provider_reference":"' || o.provider_reference || '"') > 0
+           THEN '+reference' ELSE '' END END AS head,
+       +o.provider_reference AS provider_reference, +p.operation_id AS operation_id,
+       +o.active_attempt_id AS active_attempt_id,
+       +p.tenant_id AS tenant_id, +p.proposal_id AS proposal_id,
        +p.proposer_id AS proposer_id, +p.action AS action, +p.contract_version AS contract_version,
        +p.target AS target, +p.resource_version AS resource_version,
        +p.arguments_json AS arguments_json, +p.units AS units, +p.pool AS pool,
@@ -346,12 +354,7 @@ SELECT +p.tenant_id AS tenant_id, +p.proposal_id AS proposal_id, +p.operation_id
        +p.destination_endpoint AS destination_endpoint, +p.policy_version AS policy_version,
        +p.expires_us AS expires_us, +p.correlation_json AS correlation_json,
        +p.created_us AS created_us, CAST(p.digest AS BLOB) AS stored_digest,
-       +o.requester_id AS requester_id, +o.state AS state,
-       +o.provider_reference AS provider_reference, +o.active_attempt_id AS active_attempt_id,
-       +o.approval_id AS approval_id,
-       CASE WHEN h.event_hash = o.last_event_hash THEN h.event_type || CASE
-           WHEN instr(h.details_json, '"provider_reference":"' || o.provider_reference || '"') > 0
-           THEN '+reference' ELSE '' END END AS head
+       +o.approval_id AS approval_id
 FROM proposals AS p
 LEFT JOIN operations AS o ON o.tenant_id = p.tenant_id AND o.operation_id = p.operation_id
 LEFT JOIN audit_events AS h
