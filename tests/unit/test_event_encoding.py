@@ -3,7 +3,8 @@
 ``hash_event`` cuts the details text out of the body's canonical text instead of encoding the
 details a second time. A wrong cut would store details that no longer match the hashed body, so
 the cut is compared with the two separate encodings on arbitrary bodies, including strings that
-spell out the very keys the cut looks for.
+spell out the very keys the cut looks for. A body whose shape its fast path does not take is
+left to the canonical encoder, and is hashed or refused as that encoder does.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from effectledger.errors import InvalidInput
 from effectledger.events.chain import GENESIS_HASH, event_body, event_hash, hash_event
-from effectledger.model.canonical import canonical_bytes
+from effectledger.events.record import EVENT_FIELDS
+from effectledger.ledger.trail import write_event
+from effectledger.model.canonical import MAX_CANONICAL_BYTES, canonical_bytes
+from effectledger.model.states import EventType
 
 # Characters that get escaped, and fragments of the keys the cut searches for.
 _TRICKY = [',"details":', ',"event_id":', '"', "\\", ",", ":", "{", "}", "\x00", "\n", "é"]
@@ -68,3 +73,54 @@ def test_keys_spelled_inside_values_do_not_move_the_cut() -> None:
     }
     body = _body(actor='a,"details":{}', attempt_id=',"event_id":', details=details)
     assert hash_event(body) == (event_hash(body), canonical_bytes(details).decode())
+
+
+def test_write_event_builds_the_body_event_body_would() -> None:
+    """``write_event`` writes the chain body out itself (no call to build it): its fields are
+    ``event_body``'s, in ``EVENT_FIELDS`` order, so a field added there must be added here."""
+    written = write_event(
+        None,  # type: ignore[arg-type]  # not inserted: the transaction is not used
+        tenant_id="tenant",
+        operation_id="op-1",
+        sequence=2,
+        prev_hash=GENESIS_HASH,
+        actor="alice",
+        event_type=EventType.OPERATION_RELEASED,
+        now_us=1_767_225_600_000_000,
+        details={"reason": "stale"},
+        insert=False,
+        keys=None,
+    )
+    names = [field.name for field in EVENT_FIELDS]
+    assert list(written)[: len(names)] == names
+    body = event_body(**{name: written[name] for name in names})
+    assert body == {name: written[name] for name in names}
+    assert (written["event_hash"], written["details_json"]) == hash_event(body)
+    assert written["stored_hash"] == b"\x02" + bytes.fromhex(written["event_hash"][3:])
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"actor": "\ud800"},  # a lone surrogate
+        {"details": {"amount": 1.5}},  # a float
+        {"sequence": 2**53},  # beyond version 2's bound
+        {"details": {"note": "x" * MAX_CANONICAL_BYTES}},  # too large
+    ],
+    ids=["surrogate", "float", "integer", "size"],
+)
+def test_a_body_the_fast_path_refuses_is_refused_as_the_encoder_refuses_it(
+    changes: dict[str, Any],
+) -> None:
+    """What the shape check leaves to ``canonical_bytes`` is refused there, with its error."""
+    body = {**_body("alice", None, {}), **changes}
+    with pytest.raises(InvalidInput):
+        canonical_bytes(body)
+    with pytest.raises(InvalidInput):
+        hash_event(body)
+
+
+def test_a_body_the_fast_path_leaves_is_hashed_as_the_encoder_encodes_it() -> None:
+    """A scalar of another type (a bool here) goes through ``canonical_bytes``: the same hash."""
+    body = {**_body("alice", None, {"ok": True}), "observation_id": True}
+    assert hash_event(body) == (event_hash(body), '{"ok":true}')

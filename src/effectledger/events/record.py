@@ -34,10 +34,13 @@ from typing import Any, Final
 from effectledger.errors import InvalidInput
 from effectledger.model.canonical import (
     CURRENT_VERSION,
+    MAX_CANONICAL_BYTES,
     MAX_SAFE_INTEGER,
     canonical_bytes,
     decode_canonical,
     encode,
+    is_plain,
+    plain_chunks,
 )
 from effectledger.model.operations import AuditEvent, from_micros, to_micros
 
@@ -228,15 +231,53 @@ _STORED_TAG: Final = {1: b"", 2: b"\x02"}
 """What the stored bytes of a hash put before its digest, per version (``store.hashes``)."""
 
 
+_SCALAR_NAMES: Final = tuple(name for name in _NAMES if name != _NAMES[_OBJECT])
+_OBJECT_TEXT: Final = OBJECT_KEY.decode()
+_OBJECT_TEXT_SIZE: Final = len(_OBJECT_TEXT)
+_AFTER_TEXT: Final = AFTER_KEY.decode()
+_FIELD_COUNT: Final = len(EVENT_FIELDS)
+
+
 def hash_event_stored(body: Mapping[str, Any]) -> tuple[str, str, bytes]:
-    """:func:`hash_event`, and the hash's stored bytes (``store.hashes``), from one digest."""
-    data = canonical_bytes(body)
-    start = data.index(OBJECT_KEY) + len(OBJECT_KEY)
-    end = data.rindex(AFTER_KEY)
+    """:func:`hash_event`, and the hash's stored bytes (``store.hashes``), from one digest.
+
+    ``body`` is a chain body (:func:`event_body`'s fields). Every event the ledger writes comes
+    through here, so the body's shape is used: its scalar fields are checked in place (text,
+    null, or an integer within version 2's bound), its details by :func:`is_plain`, and the C
+    encoder then writes the canonical text at once, as :func:`canonical_bytes` would. Any other
+    body goes through :func:`canonical_bytes`, which encodes it or says why it cannot.
+    """
+    data: bytes | None = None
+    text = ""
+    if plain_chunks is not None and len(body) == _FIELD_COUNT:
+        for name in _SCALAR_NAMES:
+            value = body[name]
+            kind = type(value)
+            if not (
+                kind is str
+                or value is None
+                or (kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+            ):
+                break
+        else:
+            # Version 2 (CURRENT_VERSION), whose integer bound MAX_SAFE_INTEGER is.
+            details = body[_NAMES[_OBJECT]]
+            if is_plain(details, 1, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER, CURRENT_VERSION):
+                text = "".join(plain_chunks(body, 0))
+                try:
+                    data = text.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate: canonical_bytes names where
+                    data = None
+    if data is None or len(data) > MAX_CANONICAL_BYTES:
+        data = canonical_bytes(body)  # raises for a body too large, or not encodable
+        text = data.decode("utf-8")
+    # The details' text, cut out of the body's (see OBJECT_KEY) instead of encoded again.
+    start = text.index(_OBJECT_TEXT) + _OBJECT_TEXT_SIZE
+    end = text.rindex(_AFTER_TEXT)
     digest = _sha256(EVENT_DOMAINS[CURRENT_VERSION] + data).digest()
     return (
         _MARKS[CURRENT_VERSION] + digest.hex(),
-        data[start:end].decode("utf-8"),
+        text[start:end],
         _STORED_TAG[CURRENT_VERSION] + digest,
     )
 
@@ -277,25 +318,41 @@ def entry_from_row(row: Mapping[str, Any]) -> bytes:
     gives other bytes, so callers compare the result's hash with the stored ``event_hash`` (the
     sealer does) or leave that to verification (the exporter).
     """
+    # Built in one loop, without a call per field (a claim hashes every event of its trail this
+    # way): text is quoted as it is, None is null, an integer within version 2's bound is its
+    # digits, and the texts are checked at once afterwards. Printable ASCII without '"' or
+    # '\\' is what the ledger writes; any other value or text goes through _scalar's own
+    # check, field by field (_spliced).
+    entry = ""
+    texts = ""
+    for key, column, is_object in _SPLICE:
+        value = row[column]
+        kind = type(value)
+        if is_object:  # the details' stored text, spliced as it is
+            if kind is not str:
+                return _spliced(row)
+            entry += key + value
+        elif kind is str:
+            texts += value
+            entry += key + '"' + value + '"'
+        elif value is None:
+            entry += key + "null"
+        elif kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            entry += key + str(value)
+        else:
+            return _spliced(row)
+    if texts.isascii() and texts.isprintable() and '"' not in texts and "\\" not in texts:
+        return (entry + "}").encode()
+    return _spliced(row)
+
+
+def _spliced(row: Mapping[str, Any]) -> bytes:
+    """:func:`entry_from_row` of a row with a value it does not write itself: each scalar
+    through :func:`_scalar`, the details' stored text as it is."""
     values = [row[column] for column in _COLUMNS]
     details = values[_OBJECT]
     values[_OBJECT] = None
-    # The scalar texts, checked at once: printable ASCII without '"' or '\\' (what the ledger
-    # writes) is quoted as it is; anything else goes through _scalar's own check, field by field.
-    texts = "".join([value for value in values if type(value) is str])
-    if texts.isascii() and texts.isprintable() and '"' not in texts and "\\" not in texts:
-        parts = [
-            '"' + value + '"'
-            if type(value) is str
-            else "null"
-            if value is None
-            else str(value)
-            if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-            else _scalar(value)
-            for value in values
-        ]
-    else:
-        parts = [_scalar(value) for value in values]
+    parts = [_scalar(value) for value in values]
     parts[_OBJECT] = details
     return ("".join([key + part for key, part in zip(_KEYS, parts, strict=True)]) + "}").encode()
 

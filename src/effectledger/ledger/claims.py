@@ -100,7 +100,13 @@ def claim_row(
                 operation_id=operation_id,
             )
     destination = destination_from_row(row)
-    if bound_to is not None and bound_to != destination:
+    # The records' equality, field by field (no call): exactly the same type, account and
+    # endpoint, compared case-sensitively.
+    if bound_to is not None and (
+        type(bound_to) is not DestinationRef
+        or bound_to.account_id != destination.account_id
+        or bound_to.endpoint != destination.endpoint
+    ):
         raise DestinationMismatch(
             "the destination adapter is not bound to the operation's account and endpoint",
             operation_id=operation_id,
@@ -117,7 +123,8 @@ def claim_row(
     tx.run(
         "attempt_insert",
         {
-            **key(row["tenant_id"], operation_id),
+            "tenant_id": row["tenant_id"],
+            "operation_id": operation_id,
             "attempt_id": attempt_id,
             "executor_id": executor_id,
             "destination_account": destination.account_id,

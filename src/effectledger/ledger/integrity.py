@@ -37,12 +37,13 @@ event with a correct hash) is described in ``docs/evidence.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from effectledger.errors import ChainBreak, ConcurrentModification, TamperedOperation
 from effectledger.events.authentication import TrailKeys
 from effectledger.events.chain import sealed_edit, verify_stored_chain
-from effectledger.ledger.stored import command_from_row, proposal_from_row
+from effectledger.ledger.stored import proposal_from_row
 from effectledger.model.authority import Approval, Proposal
 from effectledger.model.canonical import COMMAND_VERSION, canonical_bytes, loads_stored
 from effectledger.model.operations import Command, OperationState, Row
@@ -52,6 +53,8 @@ from effectledger.store import Transaction
 __all__ = ["admitted_delivery", "authorized_command", "check_dispatchable", "check_lookup_key"]
 
 _DECISIONS = frozenset({EventType.APPROVAL_GRANTED, EventType.PREAUTHORIZATION_APPLIED})
+_event_type = itemgetter("event_type")
+"""A stored event's type, for a walk of the trail in C (no call per event)."""
 
 
 def _refuse(row: Row, reason: str, message: str) -> TamperedOperation:
@@ -92,12 +95,13 @@ def check_dispatchable(
         verify_stored_chain(events)
     except ChainBreak as exc:
         raise _refuse(row, "chain_broken", "its audit trail is not an unbroken chain") from exc
-    if events and int(events[0]["sealed_through"] or 0) > len(events):
+    count = len(events)
+    if events and int(events[0]["sealed_through"] or 0) > count:
         raise _refuse(
             row,
             "sealed_event_deleted",
             f"the log sealed {int(events[0]['sealed_through'])} events of its trail, which now "
-            f"holds {len(events)}: sealed events were deleted",
+            f"holds {count}: sealed events were deleted",
         )
     edited = sealed_edit(events)
     if edited is not None:
@@ -107,10 +111,7 @@ def check_dispatchable(
             f"event {edited['sequence']} of its trail was changed after the log sealed it",
         )
     sequence = int(row["event_sequence"])
-    if (
-        not 0 < sequence <= len(events)
-        or events[sequence - 1]["event_hash"] != row["last_event_hash"]
-    ):
+    if not 0 < sequence <= count or events[sequence - 1]["event_hash"] != row["last_event_hash"]:
         raise _refuse(row, "chain_broken", "its row does not point into its audit trail")
     for later in events[sequence:]:
         if later["event_type"] not in AUDIT_ONLY:
@@ -122,16 +123,19 @@ def check_dispatchable(
     if keys is not None:
         _check_tags(row, trail, keys)
     try:
-        state = implied_state([event["event_type"] for event in trail])
+        state = implied_state(map(_event_type, trail))
     except ValueError as exc:
         raise _refuse(row, "state_not_in_trail", "its trail holds an unknown event") from exc
     if state is not OperationState.READY:
         raise _refuse(
             row, "state_not_in_trail", f"its trail leaves it {state}, not {OperationState.READY}"
         )
-    admitted = [event for event in trail if event["event_type"] == EventType.OPERATION_ADMITTED]
-    admission = _details(admitted[-1]) if admitted else {}
-    if not admitted or admission.get("fingerprint") != row["fingerprint"]:
+    admitted: Row | None = None  # the trail's last OperationAdmitted (a loop: no call)
+    for event in trail:
+        if event["event_type"] == EventType.OPERATION_ADMITTED:
+            admitted = event
+    admission = {} if admitted is None else _details(admitted)
+    if admitted is None or admission.get("fingerprint") != row["fingerprint"]:
         raise _refuse(row, "command_not_admitted", "its command is not the one admitted")
     if not admitted_here:
         _check_admitted_delivery(row, admission)
@@ -143,7 +147,7 @@ def check_dispatchable(
         raise _refuse(row, "command_not_proposed", "its proposal names another operation")
     if not admitted_here:
         _check_command(row, proposal)
-    _check_authority(tx, row, proposal, trail, int(admitted[-1]["sequence"]), approvals)
+    _check_authority(tx, row, proposal, trail, int(admitted["sequence"]), approvals)
     return proposal.digest
 
 
@@ -241,7 +245,7 @@ def _check_tags(row: Row, trail: Sequence[Row], keys: TrailKeys) -> None:
 def _details(event: Row) -> dict[str, Any]:
     """The details of a stored event whose chain was verified (its text hashed as stored)."""
     details = loads_stored(event["details_json"])
-    return details if isinstance(details, dict) else {}
+    return details if type(details) is dict else {}  # JSON's objects are plain dicts
 
 
 def _proposal(tx: Transaction, row: Row) -> Proposal:
@@ -334,11 +338,11 @@ def _check_authority(
 
 def authorized_command(row: Row, digest: str | None) -> Command:
     """The stored command of ``row`` with what authorized it, as the destination receives it."""
-    stored = command_from_row(row)
+    stored = loads_stored(row["command_json"])  # command_from_row's values, one record made
     return Command(
-        action=stored.action,
-        contract_version=stored.contract_version,
-        arguments=stored.arguments,
+        action=stored["action"],
+        contract_version=stored["contract_version"],
+        arguments=stored["arguments"],
         operation_id=row["operation_id"],
         proposal_id=row["proposal_id"],
         approval_id=row["approval_id"],

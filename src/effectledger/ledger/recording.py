@@ -41,6 +41,7 @@ _OWNING_STATES = (
     OperationState.OUTCOME_UNKNOWN.value,
     OperationState.MANUAL_REVIEW.value,
 )
+_MANUAL_REVIEW = OperationState.MANUAL_REVIEW.value  # looked up once: ``.value`` is two calls
 _OUTCOME_NAMES = {outcome: outcome.value for outcome in Outcome}
 """Each outcome's stored name, looked up (an enum's ``.value`` is two Python calls)."""
 _STATE_BY_OUTCOME = {
@@ -127,9 +128,7 @@ def record_in(
     observed: dict[str, Any] | None = None  # stored on the attempt with the step, if it owns it
     if owns_state:
         new_state = _STATE_BY_OUTCOME[observation.outcome]
-        if row["state"] == OperationState.MANUAL_REVIEW.value and (
-            observation.outcome is Outcome.UNKNOWN
-        ):
+        if row["state"] == _MANUAL_REVIEW and observation.outcome is Outcome.UNKNOWN:
             new_state = OperationState.MANUAL_REVIEW
         changes["state"] = str(new_state)  # a StrEnum's str is its value
         if observation.outcome is Outcome.ACCEPTED:

@@ -78,14 +78,18 @@ def operation_from_row(row: Row) -> Operation:
         admission_reference=row["admission_reference"],
         destination=destination_from_row(row),
         idempotency_key=row["idempotency_key"],
-        state=OperationState(row["state"]),
+        state=_state(row["state"]),
         version=int(row["version"]),
         active_attempt_id=row["active_attempt_id"],
         provider_reference=row["provider_reference"],
         inconclusive_lookups=int(row["inconclusive_lookups"]),
         retries_authorized=int(row["retries_authorized"]),
         review_owner=row["review_owner"],
-        review_deadline=optional_time(row["review_deadline_us"]),
+        review_deadline=(  # optional_time, spelled out: every admission builds one
+            None
+            if row["review_deadline_us"] is None
+            else from_micros(int(row["review_deadline_us"]))
+        ),
         created_at=from_micros(int(row["created_us"])),
         updated_at=from_micros(int(row["updated_us"])),
         last_event_hash=row["last_event_hash"],
@@ -117,6 +121,14 @@ def attempt_from_row(row: Row) -> Attempt:
 
 _STATES = {state.value: state for state in OperationState}
 """Each state by its stored name: a dictionary read where ``OperationState(...)`` is two calls."""
+
+
+def _state(stored: str) -> OperationState:
+    """The state of a stored name, as ``OperationState(stored)`` finds it (else raises)."""
+    try:
+        return _STATES[stored]
+    except KeyError:  # not a state: raise as the enum does
+        return OperationState(stored)
 
 
 def result_from_row(row: Row) -> DispatchResult:

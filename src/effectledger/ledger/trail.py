@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from effectledger.clock import Clock
 from effectledger.errors import ConcurrentModification, InvalidInput, InvalidTransition
 from effectledger.events.authentication import TrailKeys
-from effectledger.events.chain import GENESIS_HASH, event_body
+from effectledger.events.chain import GENESIS_HASH
 from effectledger.events.record import hash_event_stored
 from effectledger.ledger.settings import LedgerParts
 from effectledger.model.operations import (
     OperationState,
     Row,
-    to_micros,
     validate_identifier,
 )
 from effectledger.model.states import EventType, transition
@@ -61,9 +61,12 @@ _STATES = {state.value: state for state in OperationState}
 """Each state by its stored name: a dictionary read where ``OperationState(...)`` is calls."""
 
 
+_urandom = os.urandom
+
+
 def new_id() -> str:
     """A fresh random identifier (32 lower-case hex digits)."""
-    return os.urandom(16).hex()
+    return _urandom(16).hex()
 
 
 def key(tenant_id: str, operation_id: str) -> dict[str, Any]:
@@ -71,9 +74,17 @@ def key(tenant_id: str, operation_id: str) -> dict[str, Any]:
     return {"tenant_id": tenant_id, "operation_id": operation_id}
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def now_us(clock: Clock) -> int:
     """The clock's time in microseconds since the epoch, as events record it."""
-    return to_micros(clock.now())
+    # to_micros, spelled out: every step of an operation reads the clock here.
+    moment = clock.now()
+    if moment.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous; pass an aware UTC datetime")
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def lock_scope(tx: Transaction, tenant_id: str, scope: str) -> None:
@@ -127,20 +138,22 @@ def write_event(
     ``event_hash``, as the hash)."""
     # A plain str, what the fast canonical encoder takes (a member is looked up, not called).
     text = _EVENT_TEXT[event_type] if type(event_type) is EventType else EventType(event_type).value
-    body = event_body(
-        event_id=new_id(),
-        tenant_id=tenant_id,
-        operation_id=operation_id,
-        attempt_id=attempt_id,
-        sequence=sequence,
-        actor=actor,
-        event_type=text,
-        recorded_us=now_us,
-        evidence_reference=evidence_reference,
-        details=details or {},
-        observation_id=observation_id,
-        prev_hash=prev_hash,
-    )
+    # event_body's value, written out in its canonical key order (its fields are named here,
+    # so there is nothing for it to check); the id is new_id's.
+    body: dict[str, Any] = {
+        "actor": actor,
+        "attempt_id": attempt_id,
+        "details": dict(details) if details else {},
+        "event_id": _urandom(16).hex(),
+        "event_type": text,
+        "evidence_reference": evidence_reference,
+        "observation_id": observation_id,
+        "operation_id": operation_id,
+        "prev_hash": prev_hash,
+        "recorded_us": now_us,
+        "sequence": sequence,
+        "tenant_id": tenant_id,
+    }
     # The body is encoded once: the hash, its stored bytes and the stored details text all
     # come from it.
     body["event_hash"], body["details_json"], stored = hash_event_stored(body)

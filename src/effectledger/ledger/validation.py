@@ -43,11 +43,12 @@ def reference_problem(value: object) -> str | None:
     """Why ``value`` cannot be stored as a reference (``None``: it can, or it is absent)."""
     if value is None:
         return None
-    if not isinstance(value, str):
+    if type(value) is not str and not isinstance(value, str):  # a plain str: no call
         return "not_text"
     if len(value) > MAX_REFERENCE_LENGTH:
         return "too_long"
-    return unprintable(value)
+    # The common case decided here, in C; unprintable says what else is wrong.
+    return None if value and value.isprintable() else unprintable(value)
 
 
 def unrecordable(observation: object) -> str | None:
@@ -56,10 +57,18 @@ def unrecordable(observation: object) -> str | None:
     The effect may have happened whatever the reply looks like, so a reply the ledger cannot
     store is never an input error: :meth:`Ledger.record` records it as Unknown with this reason.
     """
-    if not isinstance(observation, Observation) or not isinstance(observation.outcome, Outcome):
+    # ``type() is`` first: every reply a destination gives comes through here, and the common
+    # case, the exact types, costs no call.
+    if type(observation) is not Observation and not isinstance(observation, Observation):
         return "reply:not_an_observation"
-    for what in ("provider_reference", "evidence_reference"):
-        problem = reference_problem(getattr(observation, what))
+    outcome = observation.outcome
+    if type(outcome) is not Outcome and not isinstance(outcome, Outcome):
+        return "reply:not_an_observation"
+    for what, value in (
+        ("provider_reference", observation.provider_reference),
+        ("evidence_reference", observation.evidence_reference),
+    ):
+        problem = reference_problem(value)
         if problem is not None:
             return f"{what}:{problem}"
     if observation.observation_id is not None and not is_identifier(observation.observation_id):
@@ -79,7 +88,12 @@ def recordable(observation: Observation) -> tuple[Observation, str | None, objec
     recorded as it stands (:func:`unrecordable`) becomes Unknown, with the ``problem`` and the
     outcome it ``reported``; otherwise both are ``None``.
     """
-    evidence = getattr(observation, "evidence", None)  # not an Observation: unrecordable
+    # Not an Observation: unrecordable (below), and it may have no evidence attribute.
+    evidence = (
+        observation.evidence
+        if type(observation) is Observation
+        else getattr(observation, "evidence", None)
+    )
     if evidence is not None:  # the answer itself: kept with the event
         observation = replace(observation, evidence_reference=evidence.reference)
     problem = unrecordable(observation)

@@ -56,7 +56,9 @@ __all__ = [
     "encode",
     "fingerprint",
     "fingerprinted",
+    "is_plain",
     "loads_stored",
+    "plain_chunks",
 ]
 
 CURRENT_VERSION: Final = 2
@@ -80,7 +82,7 @@ _ESCAPES = {
 _TRANSLATION = str.maketrans({chr(code): text for code, text in _ESCAPES.items()})
 
 
-def _no_default(value: Any) -> Any:  # pragma: no cover - _plain lets no such value through
+def _no_default(value: Any) -> Any:  # pragma: no cover - is_plain lets no such value through
     raise TypeError(f"{type(value).__name__} is not canonical JSON")
 
 
@@ -149,14 +151,16 @@ def encode(value: Any, *, version: int = CURRENT_VERSION, path: str = "$", depth
     raise InvalidInput(f"{path} has unsupported type {type(value).__name__}", field=path)
 
 
-def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
+def is_plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
     """Whether ``value`` holds only exact dict/list/tuple/str/int/bool/None within the limits.
 
     For such a value the C JSON encoder below writes exactly the canonical text: it escapes the
     same characters the same way, and sorts ``str`` keys by code point, which is their UTF-8
     byte order and, unless a key holds a character above U+FFFF, their UTF-16 order too.
     Anything else (floats, subclasses, other mappings, errors to explain, keys whose two orders
-    may differ) goes through :func:`encode`.
+    may differ) goes through :func:`encode`. ``depth`` is how deep ``value`` sits in what is
+    encoded, ``low`` and ``high`` are ``version``'s integer bounds. A caller that encodes a
+    value of a known shape itself (an event's body) checks its parts with it.
     """
     if depth > _MAX_DEPTH:
         return False
@@ -170,27 +174,26 @@ def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
     # Below, a container's scalar items are checked in place (no call each): one within the
     # depth limit, since a container at the limit with items was refused above.
     if kind is dict:
-        # Version 2 sorts keys by UTF-16 code unit: all-ASCII keys (one check of them all, the
-        # common case) sort alike in both orders; otherwise each key is looked at.
-        wide = False
-        if version == 2:
-            try:
-                wide = not "".join(value).isascii()
-            except TypeError:  # a key that is not a str
-                return False
-        for key, item in value.items():
+        keys = ""  # the keys, joined as they are walked (no call each) and checked at once
+        for key in value:
             if type(key) is not str:
                 return False
-            if wide and not key.isascii() and max(key) > "\uffff":
-                return False
+            keys += key
+            item = value[key]
             of = type(item)
             if of is str or item is None or of is bool:
                 continue
             if of is int:
                 if not low <= item <= high:
                     return False
-            elif not _plain(item, depth + 1, low, high, version):
+            elif not is_plain(item, depth + 1, low, high, version):
                 return False
+        # Version 2 sorts keys by UTF-16 code unit: all-ASCII keys (the common case) sort
+        # alike in both orders; otherwise each key is looked at.
+        if version == 2 and keys and not keys.isascii():
+            for key in value:
+                if not key.isascii() and max(key) > "\uffff":
+                    return False
         return True
     if kind is list or kind is tuple:
         for item in value:
@@ -200,33 +203,27 @@ def _plain(value: Any, depth: int, low: int, high: int, version: int) -> bool:
             if of is int:
                 if not low <= item <= high:
                     return False
-            elif not _plain(item, depth + 1, low, high, version):
+            elif not is_plain(item, depth + 1, low, high, version):
                 return False
         return True
     return False
 
 
-# check_circular is off because _plain has already refused anything nested too deep (a cycle).
+# check_circular is off because is_plain has already refused anything nested too deep (a cycle).
 _dumps = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
 ).encode
 _make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
-_chunks = (
+plain_chunks = (
     None
     if _make_encoder is None
     else _make_encoder(
         None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, True
     )
 )
-"""The C encoder ``_dumps`` runs, called without its Python wrappers (the same text: ``_plain``
-values are exactly what it encodes without a ``default``); ``None`` where ``_json`` is missing."""
-
-
-def _plain_text(value: Any) -> str:
-    """The JSON text the encoder above writes for a ``_plain`` value."""
-    if _chunks is None:  # pragma: no cover - CPython always has _json
-        return _dumps(value)
-    return "".join(_chunks(value, 0))
+"""The C encoder ``_dumps`` runs, called without its Python wrappers (the same text: the values
+:func:`is_plain` passes are exactly what it encodes without a ``default``), as
+``"".join(plain_chunks(value, 0))``; ``None`` where ``_json`` is missing."""
 
 
 def canonical_bytes(
@@ -239,9 +236,11 @@ def canonical_bytes(
     except KeyError:
         _version(version)  # raises, naming the version
         raise
-    if _plain(value, 0, low, high, version):  # the hot path: encode()'s bytes, several times faster
+    # The hot path: encode()'s bytes, several times faster.
+    if is_plain(value, 0, low, high, version):
         try:
-            data = _plain_text(value).encode("utf-8")
+            text = _dumps(value) if plain_chunks is None else "".join(plain_chunks(value, 0))
+            data = text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: encode() names where it is
             data = None
     if data is None:
@@ -265,7 +264,7 @@ def loads_stored(text: str) -> Any:
         value, end = _scan(text, 0)
     except StopIteration:
         return json.loads(text)  # raises its own error
-    if end != len(text):
+    if text[end:]:  # something after the value (the slice is empty, with no call, if not)
         return json.loads(text)
     return value
 
@@ -321,18 +320,36 @@ def digest(
     )
 
 
+_PREFIXES: dict[tuple[str, int], bytes] = {}
+"""Each (domain, version)'s prefix, made once: the ledger hashes under a handful of domains."""
+_sha256 = hashlib.sha256
+
+
+def _prefix(domain: str, version: int) -> bytes:
+    prefix = f"effectledger/{domain}/v{_version(version)}\n".encode()
+    if type(version) is int and len(_PREFIXES) < 256:
+        _PREFIXES[domain, version] = prefix
+    return prefix
+
+
 def digest_bytes(domain: str, data: bytes, *, version: int = CURRENT_VERSION) -> str:
     """:func:`digest` of bytes already canonical under ``version`` (so a caller encodes once)."""
-    prefix = f"effectledger/{domain}/v{_version(version)}\n".encode()
-    return _MARKS[version] + hashlib.sha256(prefix + data).hexdigest()
+    # The prefix is looked up for an int version only: ``True`` or ``1.0`` would find 1's, and
+    # spell their own.
+    try:
+        prefix = _PREFIXES[domain, version] if type(version) is int else _prefix(domain, version)
+    except KeyError:
+        prefix = _prefix(domain, version)
+    return _MARKS[version] + _sha256(prefix + data).hexdigest()
 
 
 def digest_version(text: str) -> int:
     """The encoding version a digest string was written with (``v2:`` + hex, or bare hex: 1)."""
-    if isinstance(text, str):
-        if len(text) == 67 and text.startswith("v2:"):
+    if type(text) is str or isinstance(text, str):
+        size = len(text)
+        if size == 67 and text[:3] == "v2:":
             return 2
-        if len(text) == 64:
+        if size == 64:
             return 1
     raise InvalidInput("not a digest string", field="digest")
 
@@ -344,7 +361,10 @@ def digest_matches(domain: str, value: Any, stored: str) -> bool:
     """
     try:
         version = digest_version(stored)
-        return digest(domain, value, version=version) == stored
+        # digest(), spelled out: every read of a proposal comes through here.
+        return digest_bytes(domain, canonical_bytes(value, version=version), version=version) == (
+            stored
+        )
     except InvalidInput:
         return False
 
