@@ -101,12 +101,15 @@ class ReceivedEffect:
 
 
 def _amount_and_unit(command: Command) -> tuple[int | None, str | None]:
+    # Looked up and checked in place, the common types first: every effect comes through here.
     arguments = command.arguments
-    amount = arguments.get("amount_minor", arguments.get("amount"))
-    unit = arguments.get("currency", arguments.get("unit"))
+    amount = arguments["amount_minor"] if "amount_minor" in arguments else arguments.get("amount")
+    unit = arguments["currency"] if "currency" in arguments else arguments.get("unit")
     return (
-        amount if isinstance(amount, int) and not isinstance(amount, bool) else None,
-        unit if isinstance(unit, str) else None,
+        amount
+        if type(amount) is int or (isinstance(amount, int) and not isinstance(amount, bool))
+        else None,
+        unit if type(unit) is str or isinstance(unit, str) else None,
     )
 
 

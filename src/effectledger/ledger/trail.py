@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 from effectledger.clock import Clock
@@ -57,6 +58,8 @@ _ROW_FIELDS = (
 )
 
 _FIELD_SET = frozenset(_ROW_FIELDS)
+_row_fields = itemgetter(*_ROW_FIELDS)
+"""The values of ``_ROW_FIELDS`` in a row, read in C."""
 _STATES = {state.value: state for state in OperationState}
 """Each state by its stored name: a dictionary read where ``OperationState(...)`` is calls."""
 
@@ -192,13 +195,16 @@ def write_transition(
     and the event is chained after its new head (once: no retry loop). When the version moved,
     :class:`ConcurrentModification` is raised and the transaction must roll back.
     """
-    fields = {name: row[name] for name in _ROW_FIELDS}
-    if changes.keys() - _FIELD_SET:  # pragma: no cover - a programming error
-        raise TypeError(f"unknown operation fields {sorted(changes.keys() - _FIELD_SET)}")
+    # The row's fields with the changes applied, in loops and lookups rather than calls: every
+    # step of every operation comes through here.
+    fields = dict(zip(_ROW_FIELDS, _row_fields(row), strict=True))
     stored_state = row["state"]
-    current = _STATES.get(stored_state) or OperationState(stored_state)
+    current = _STATES[stored_state] if stored_state in _STATES else OperationState(stored_state)
     allowed = transition(event_type, current)  # InvalidTransition unless the table allows it
-    fields.update(changes)
+    for name in changes:
+        if name not in _FIELD_SET:  # pragma: no cover - a programming error
+            raise TypeError(f"unknown operation fields {sorted(changes.keys() - _FIELD_SET)}")
+        fields[name] = changes[name]
     # A StrEnum equals its value: no conversion either way.
     if fields["state"] != (allowed.to_state or current):  # pragma: no cover
         raise InvalidTransition(
@@ -222,7 +228,8 @@ def write_transition(
     step = "operation_step"
     if observed is not None:
         step = "operation_step_observed"
-        params.update(observed)
+        for name in observed:
+            params[name] = observed[name]
     if tx.run(step, params) != 1:
         # Nothing was written: the row moved since it was read. Read its head again, locked
         # so that nothing moves it further, and chain after it if only its trail grew.
@@ -233,8 +240,7 @@ def write_transition(
                 "the operation changed while this step ran; reload it",
                 operation_id=row["operation_id"],
             )
-    updated = dict(row)
-    updated.update(fields)
+    updated = {**row, **fields}
     updated["version"] = new_version
     updated["event_sequence"] = params["new_sequence"]
     updated["last_event_hash"] = event["event_hash"]

@@ -109,6 +109,8 @@ def unpack_hash(stored: bytes) -> str:
 
 def unpacked(value: Any) -> Any:
     """A stored hash column's value as its string (``None`` and text stay as they are)."""
+    if type(value) is bytes:  # what the drivers return: no call to find it
+        return unpack_hash(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return unpack_hash(bytes(value))
     return value
