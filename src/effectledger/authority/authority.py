@@ -276,15 +276,9 @@ class Authority:
         ``recorded_decision`` and no ``approval_id``, it presents the decision recorded on the
         proposal's trail (:meth:`recorded_decision`).
         """
-        if tenant_id is not None and tenant_id != context.tenant_id:
-            raise AdmissionDenied(
-                "the request names another tenant than the caller's", reason="tenant_mismatch"
-            )
-        validate_identifier(proposal_id, "proposal_id")
-        if approval_id is not None:
-            validate_identifier(approval_id, "approval_id")
+        self._check_request(context, proposal_id, approval_id, tenant_id)
         store = self.ledger.store
-        row = store.one(  # both checked: the context's own, and the id's above
+        row = store.one(  # both checked: the context's own, and _check_request's
             "proposal_replay", Identifiers(tenant_id=context.tenant_id, proposal_id=proposal_id)
         )
         recorded = replayed_result(row, context, store)
