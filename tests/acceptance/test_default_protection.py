@@ -225,11 +225,14 @@ def test_migrate_keeps_the_keys_private_and_prints_only_the_verifier_key(
     assert keys.trail_keys is not None
     signer = keys.load_signer()
     assert signer is not None
+    # The secrets' base64 may hold "+" itself: each is what follows the fields before it
+    # (TRAIL+<key id>+<secret>; PRIVATE+KEY+<name>+<key hash>+<secret>).
     secrets = [
-        (directory / "trail.keys").read_text().strip().rsplit("+", 1)[1],
+        (directory / "trail.keys").read_text().strip().split("+", 2)[2],
         keys.trail_keys.current.secret.hex(),
-        (directory / "log.key").read_text().strip().rsplit("+", 1)[1],
+        (directory / "log.key").read_text().strip().split("+", 4)[4],
     ]
+    assert min(len(secret) for secret in secrets) >= 40, secrets
     assert signer.verifier().key_string() in done.stdout
     with connect(url) as ledger:
         proposal_id, approval_id = _approved(ledger, receiver)
