@@ -214,3 +214,36 @@ def test_a_refunds_later_spans_link_to_the_trace_that_admitted_it(
     for submit in (s for s in finished if s.name == "effectledger.submit"):
         assert submit.links == ()  # in the perform's own trace: nothing to link
     assert len({s.context.trace_id for s in (first_perform, escalate, seal)}) == 3
+
+
+def test_a_span_whose_link_cannot_be_read_goes_on_without_it(
+    world: Refunds,
+    exported: tuple[InMemorySpanExporter, InMemoryMetricReader],
+    store_url: str,
+) -> None:
+    """A link is telemetry: when the admission's trace cannot be read back (here its table is
+    gone; in production, a connection lost under the read), recovery's lookup still runs, its
+    span has no link, and the refund is settled once, by the receiver's own count."""
+    from effectledger import LookupMode
+    from effectledger.ledger import traces
+    from tests.conftest import run_sql
+
+    spans, _ = exported
+    world.receiver.submit_mode = SubmitMode.ACCEPT_THEN_LOSE_REPLY
+    with trace.get_tracer("agent").start_as_current_span("agent turn"):
+        proposal = world.app.propose(AGENT, "refund_order", REFUND_30)
+        world.app.approve(REVIEWER, proposal)
+        lost = world.app.perform(AGENT, proposal)
+    assert lost.state is OperationState.OUTCOME_UNKNOWN
+    traces._RECENT.clear()  # as in a worker process: the link would come from the stored row
+    run_sql(store_url, "DROP TABLE operation_traces")
+    spans.clear()
+    world.receiver.lookup_mode = LookupMode.ANSWER
+    world.app.ledger.clock.advance(LOOKUP_WINDOW)  # type: ignore[attr-defined]
+    world.app.recover()
+    assert world.app.operation(AGENT, lost.operation_id).state is OperationState.SUCCEEDED
+    lookups = [s for s in spans.get_finished_spans() if s.name == "effectledger.lookup"]
+    assert lookups
+    assert all(not span.links for span in lookups)
+    counts = world.receiver.counts()
+    assert (counts.submissions, counts.effects) == (1, 1)
