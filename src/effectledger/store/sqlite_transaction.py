@@ -10,7 +10,18 @@ from effectledger.model.operations import Row
 from effectledger.store.hashes import storable
 from effectledger.store.sqlite_copy import Tables
 
-__all__ = ["Transaction"]
+__all__ = ["COLUMNS", "Transaction", "columns"]
+
+COLUMNS: dict[str, tuple[str, ...]] = {}
+"""Each statement's column names, by its text, learned from its first answer."""
+
+
+def columns(cursor: sqlite3.Cursor, statement: str) -> tuple[str, ...]:
+    """The column names of ``statement``'s answer on ``cursor``, remembered for next time."""
+    names = tuple(column[0] for column in cursor.description)
+    if len(COLUMNS) < 4096:  # the store's statements, and a few of a test's own
+        COLUMNS[statement] = names
+    return names
 
 
 class Transaction:
@@ -32,21 +43,50 @@ class Transaction:
         self._queries = queries
         self._compound = compound
 
+    # Rows are answered as dictionaries, as PostgreSQL's are: the driver's own row finds a
+    # column by name by comparing it with every name before it, and the ledger reads the columns
+    # of a trail's events and of an operation by name many times (docs/scaling.md, "Columns by
+    # name cost their position"). The cursor answers plain tuples; each statement's names are
+    # learned once.
+
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         params = storable(params)
         if name not in self._compound:  # a membership test, not a call: every statement's path
-            row: Row | None = self._connection.execute(self._queries[name], params).fetchone()
-            return row
-        steps = self._compound[name]
-        # A query of several statements answers with its first one, run to its end first.
-        rows = self._connection.execute(steps[0], params).fetchall()
-        for statement in steps[1:]:
-            self._connection.execute(statement, params)
-        return rows[0] if rows else None
+            statement = self._queries[name]
+            cursor = self._connection.execute(statement, params)
+            cursor.row_factory = None
+            found = cursor.fetchone()
+        else:
+            steps = self._compound[name]
+            # A query of several statements answers with its first one, run to its end first.
+            statement = steps[0]
+            cursor = self._connection.execute(statement, params)
+            cursor.row_factory = None
+            rows = cursor.fetchall()
+            for step in steps[1:]:
+                self._connection.execute(step, params)
+            found = rows[0] if rows else None
+        if found is None:
+            return None
+        try:
+            names = COLUMNS[statement]
+        except KeyError:
+            names = columns(cursor, statement)
+        return dict(zip(names, found, strict=True))
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
         params = storable(params)
-        return list(self._connection.execute(self._queries[name], params).fetchall())
+        statement = self._queries[name]
+        cursor = self._connection.execute(statement, params)
+        cursor.row_factory = None
+        found = cursor.fetchall()
+        if not found:
+            return []
+        try:
+            names = COLUMNS[statement]
+        except KeyError:
+            names = columns(cursor, statement)
+        return [dict(zip(names, row, strict=True)) for row in found]
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
         params = storable(params)
