@@ -51,7 +51,9 @@ def _run(store: SQLiteStore, connection: sqlite3.Connection, members: list[Membe
         for member in members:
             connection.execute(_GROUP["savepoint"])
             try:
-                member.value = member.body(Transaction(connection, store._queries, store._compound))
+                member.value = member.body(
+                    Transaction(connection, store._queries, store._compound, store._columns)
+                )
             except Exception:
                 if not connection.in_transaction:
                     raise _Abandoned from None

@@ -101,6 +101,7 @@ class SQLiteStore:
             for name, text in self._queries.items()
             if len(steps := tuple(statements(text + ";") if text else ())) != 1
         }
+        self._columns: dict[str, tuple[str, ...]] = {}  # learned by its transactions
         self._pool = Pool(self._connect, self._still_right, pool_size)
         forks.watch(self)
         # create=False opens only a file that exists ("mode=rw" never creates one) and that
@@ -316,7 +317,9 @@ class SQLiteStore:
                 # Spelled out rather than a context manager: this is every write's hot path.
                 connection.execute(begin)
                 try:
-                    result = body(Transaction(connection, self._queries, self._compound))
+                    result = body(
+                        Transaction(connection, self._queries, self._compound, self._columns)
+                    )
                 except BaseException:
                     if connection.in_transaction:
                         connection.execute(rollback)
@@ -346,7 +349,7 @@ class SQLiteStore:
         try:
             connection.execute(self._own["begin_read"])
             try:
-                return body(Transaction(connection, self._queries, self._compound))
+                return body(Transaction(connection, self._queries, self._compound, self._columns))
             finally:
                 if connection.in_transaction:
                     connection.execute(self._own["commit"])

@@ -10,24 +10,21 @@ from effectledger.model.operations import Row
 from effectledger.store.hashes import storable
 from effectledger.store.sqlite_copy import Tables
 
-__all__ = ["COLUMNS", "Transaction", "columns"]
-
-COLUMNS: dict[str, tuple[str, ...]] = {}
-"""Each statement's column names, by its text, learned from its first answer."""
+__all__ = ["Transaction"]
 
 
-def columns(cursor: sqlite3.Cursor, statement: str) -> tuple[str, ...]:
-    """The column names of ``statement``'s answer on ``cursor``, remembered for next time."""
-    names = tuple(column[0] for column in cursor.description)
-    if len(COLUMNS) < 4096:  # the store's statements, and a few of a test's own
-        COLUMNS[statement] = names
-    return names
+def _columns(
+    cursor: sqlite3.Cursor, statement: str, names: dict[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """The column names of ``statement``'s answer on ``cursor``, kept in ``names`` for next time."""
+    found = names[statement] = tuple(column[0] for column in cursor.description)
+    return found
 
 
 class Transaction:
     """The named queries of one transaction on one connection (the store begins and ends it)."""
 
-    __slots__ = ("_compound", "_connection", "_queries")
+    __slots__ = ("_columns", "_compound", "_connection", "_queries")
 
     def tables(self) -> Tables:
         """Whole-table access to this transaction, for moving a ledger to another store."""
@@ -38,16 +35,18 @@ class Transaction:
         connection: sqlite3.Connection,
         queries: Mapping[str, str],
         compound: Mapping[str, tuple[str, ...]],
+        columns: dict[str, tuple[str, ...]],
     ) -> None:
         self._connection = connection
         self._queries = queries
         self._compound = compound
+        self._columns = columns  # the store's: each statement's column names, by its text
 
     # Rows are answered as dictionaries, as PostgreSQL's are: the driver's own row finds a
     # column by name by comparing it with every name before it, and the ledger reads the columns
     # of a trail's events and of an operation by name many times (docs/scaling.md, "Columns by
     # name cost their position"). The cursor answers plain tuples; each statement's names are
-    # learned once.
+    # learned once per store (one database, one schema).
 
     def one(self, name: str, params: Mapping[str, Any]) -> Row | None:
         params = storable(params)
@@ -69,9 +68,9 @@ class Transaction:
         if found is None:
             return None
         try:
-            names = COLUMNS[statement]
+            names = self._columns[statement]
         except KeyError:
-            names = columns(cursor, statement)
+            names = _columns(cursor, statement, self._columns)
         return dict(zip(names, found, strict=True))
 
     def all(self, name: str, params: Mapping[str, Any]) -> list[Row]:
@@ -83,9 +82,9 @@ class Transaction:
         if not found:
             return []
         try:
-            names = COLUMNS[statement]
+            names = self._columns[statement]
         except KeyError:
-            names = columns(cursor, statement)
+            names = _columns(cursor, statement, self._columns)
         return [dict(zip(names, row, strict=True)) for row in found]
 
     def run(self, name: str, params: Mapping[str, Any]) -> int:
